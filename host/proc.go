@@ -56,6 +56,14 @@ func (s Stat) Kernel() bool { return s.Flags&pfKthread != 0 }
 // Zombie says whether the process has ended and waits to be reaped.
 func (s Stat) Zombie() bool { return s.State == 'Z' || s.State == 'X' }
 
+// pfExiting marks a process in its exit in Stat.Flags: set before the
+// kernel ends the rest of the PID namespace whose first process it is.
+const pfExiting = 0x00000004
+
+// Ending says whether the process is ending or has ended: in its exit
+// (PF_EXITING), or a zombie.
+func (s Stat) Ending() bool { return s.Flags&pfExiting != 0 || s.Zombie() }
+
 // errBadStat is wrapped by ParseStat's errors.
 var errBadStat = errors.New("host: malformed /proc/PID/stat")
 

@@ -48,7 +48,15 @@ func TestParseStat(t *testing.T) {
 			if got.Kernel() != c.kernel || got.Zombie() != c.zombie {
 				t.Fatalf("Kernel %v Zombie %v, want %v %v", got.Kernel(), got.Zombie(), c.kernel, c.zombie)
 			}
+			if got.Ending() != c.zombie {
+				t.Fatalf("Ending %v, want %v", got.Ending(), c.zombie)
+			}
 		})
+	}
+	// A process in its exit (PF_EXITING), not yet a zombie: a PID
+	// namespace's first process while the kernel ends the rest (D100).
+	if !(Stat{State: 'D', Flags: 4194304 | 0x4}).Ending() {
+		t.Error("a process with PF_EXITING is not ending")
 	}
 	init, err := ParseStat(fixture(t, "stat-init.txt"))
 	if err != nil || init.PID != 1 || init.PPID != 0 {

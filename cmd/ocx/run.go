@@ -18,6 +18,8 @@ var runActions = map[string]action{
 	"start":    {"start a manual run that waits (admin or setup)", runRunStart},
 	"check":    {"the node's check of its runs: end lost each started run it no longer has", runRunCheck},
 	"status":   {"the runs, as the record and the node's care say", runRunStatus},
+	"shell":    {"open a shell in a run's sandbox, on its node (admin or setup); Ctrl-] detaches, which ends it (D100)", runRunShell},
+	"enter":    {"the process ocx run shell starts in a run's sandbox; not for people", runRunEnter},
 	"hold":     {"hold a run's terminal: COMMAND on a terminal of its own, which ocx attach joins (docs/runs.md §8.1)", runRunHold},
 }
 

@@ -23,6 +23,11 @@ func TestRunToolUsage(t *testing.T) {
 		{[]string{"run", "start", "a", "b"}, 2, "want one run's hash"},
 		{[]string{"run", "status", "a", "b"}, 2, "at most one run's hash"},
 		{[]string{"run", "check", "x"}, 2, "unexpected argument"},
+		{[]string{"run", "shell"}, 2, "want one run's hash"},
+		{[]string{"run", "shell", "a", "b", "--", "true"}, 2, "want one run's hash"},
+		{[]string{"run", "shell", "--json", "a"}, 2, "no answer to give in JSON"},
+		{[]string{"run", "enter"}, 2, "started by ocx run shell"},
+		{[]string{"run", "enter", "--socket-fd", "1"}, 2, "started by ocx run shell"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)

@@ -154,7 +154,7 @@ func (s streams) close() {
 // filter (nil: none), too.
 func (o Options) runSpec() (host.RunSpec, []string, *keptlog.Filter, error) {
 	if o.Spec != "" {
-		s, err := readSpec(o.Spec)
+		s, err := ReadSpec(o.Spec)
 		if err != nil {
 			return host.RunSpec{}, nil, nil, err
 		}

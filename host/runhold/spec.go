@@ -51,8 +51,9 @@ func WriteSpec(p string, s Spec) error {
 	return unixhost.WriteFileAtomic(p, b, 0o600)
 }
 
-// readSpec reads a spec file.
-func readSpec(p string) (Spec, error) {
+// ReadSpec reads a spec file: the holder's, and `ocx run shell`'s, which
+// enters the sandbox it names (D100).
+func ReadSpec(p string) (Spec, error) {
 	b, err := unixhost.Below(filepath.Dir(p)).ReadFile(p, maxSpec)
 	if err != nil {
 		return Spec{}, fmt.Errorf("runhold: spec: %w", err)

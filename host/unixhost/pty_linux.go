@@ -67,6 +67,10 @@ func Canonical(f *os.File) (bool, error) {
 	return t.Lflag&unix.ICANON != 0, nil
 }
 
+// WindowChanged is the signal a process is sent when the size of its
+// controlling terminal changes (SIGWINCH), for signal.Notify.
+var WindowChanged os.Signal = unix.SIGWINCH
+
 // WindowSize is a terminal's size in characters.
 type WindowSize struct{ Rows, Cols uint16 }
 

@@ -105,6 +105,14 @@ func TestPagesRender(t *testing.T) {
 		Sessions: []node.SessionOutcome{{Workspace: evil, Outcome: node.OutcomeRestarted, Launch: evil, Release: evil, Why: evil}}}}); err != nil || strings.Contains(b.String(), evil) || !strings.Contains(b.String(), `id="ocx-restart-outcomes"`) {
 		t.Fatalf("the answer page: %v\n%s", err, b.String())
 	}
+	// A run posted from a pattern: the command that opens a shell in its
+	// sandbox (D100).
+	b.Reset()
+	run := strings.Repeat("f", 64)
+	if err := consolepage.Pages().ExecuteTemplate(&b, "pattern", consolepage.View{Script: "/ext/console", Data: patternData{Pattern: tools.RunPatternInfo{Name: "echo"},
+		Answer: &node.Answer{Tool: "run post", Log: []string{}, Result: &run}}}); err != nil || !strings.Contains(b.String(), "<code>ocx run shell "+run+"</code>") {
+		t.Fatalf("the pattern page of a run posted shows no shell command: %v\n%s", err, b.String())
+	}
 }
 
 func ptr(s string) *string { return &s }
