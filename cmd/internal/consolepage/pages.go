@@ -23,6 +23,20 @@ func (p *Page) status() (*messages.NodeState, error) {
 	return st, err
 }
 
+// indexData is the index: this project's usage drawn.
+type indexData struct{ Usage *usageChart }
+
+func (p *Page) indexPage() {
+	st, err := p.status()
+	d := indexData{}
+	c, uerr := p.usage(st)
+	d.Usage = c
+	if err == nil {
+		err = uerr
+	}
+	p.RenderProblem("index", p.Project, "", d, err)
+}
+
 type hookData struct {
 	Hooks        []messages.HookStatus
 	AllInstalled bool
@@ -168,6 +182,8 @@ func reportText(r *messages.ReportNote) string {
 type sessionsData struct {
 	Sessions []messages.SessionStatus
 	Ended    []endedRow
+	// Usage is this project's usage drawn (D102).
+	Usage *usageChart
 }
 
 // endedRow is a workspace with no session running whose record shows a
@@ -189,6 +205,11 @@ func (p *Page) sessionsPage() {
 			}
 		}
 		d.Ended = p.endedRows(st)
+	}
+	c, uerr := p.usage(st)
+	d.Usage = c
+	if err == nil {
+		err = uerr
 	}
 	p.RenderProblem("sessions", "Sessions", "sessions", d, err)
 }
