@@ -2,6 +2,7 @@ package consolepage
 
 import (
 	"fmt"
+	"html/template"
 	"sort"
 	"strings"
 
@@ -184,6 +185,9 @@ type sessionsData struct {
 	Ended    []endedRow
 	// Usage is this project's usage drawn (D102).
 	Usage *usageChart
+	// Walls are the running sessions' wall time against limits.wall, by
+	// login, where known.
+	Walls map[string]template.HTML
 }
 
 // endedRow is a workspace with no session running whose record shows a
@@ -211,6 +215,7 @@ func (p *Page) sessionsPage() {
 	if err == nil {
 		err = uerr
 	}
+	d.Walls = p.wallBudgets(d.Sessions)
 	p.RenderProblem("sessions", "Sessions", "sessions", d, err)
 }
 
@@ -249,6 +254,9 @@ type sessionData struct {
 	// as its end note says it (Ended); nil for none (D50).
 	Usage *messages.SessionUsage
 	Ended bool
+	// Wall is the running session's wall time against limits.wall, where
+	// known (D102).
+	Wall template.HTML
 	// Response is the response its login wrote to the v1 record its last
 	// session ran (D51); nil for none.
 	Response *messages.ResponseStatus
@@ -267,6 +275,7 @@ func (p *Page) sessionPage(login string) {
 	}
 	if d.Session != nil {
 		d.Usage = d.Session.Usage
+		d.Wall = p.wallBudgets([]messages.SessionStatus{*d.Session})[k.Login]
 	}
 	if d.Session == nil {
 		if end, eerr := p.lastSessionEnd(k); eerr == nil && end != nil {

@@ -1,6 +1,7 @@
 package consolepage
 
 import (
+	"context"
 	"fmt"
 	"html/template"
 	"sort"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -287,4 +290,77 @@ func tokensBudget(u *messages.SessionUsage) template.HTML {
 		used = u.Model.Total()
 	}
 	return budgetSVG(used, u.Limit, "tokens", "tokens against limits.tokens")
+}
+
+// wallBudget draws a running session's wall time, from its process's
+// start to now, against its definition's limits.wall: the definition its
+// launch note names, read from the record index (in memory in the
+// daemon). Empty when it has no such limit, serves no launch (a session
+// at a terminal) or its start is unknown.
+func wallBudget(idx wallReads, ctx context.Context, s messages.SessionStatus, boot, now time.Time) template.HTML {
+	if s.Launch == "" || boot.IsZero() || s.StartTime == 0 {
+		return ""
+	}
+	e, ok, err := idx.Launch(ctx, messages.WorkspaceKey{Login: s.Login, Project: s.Project}, s.Launch)
+	if err != nil || !ok {
+		return ""
+	}
+	ln, ok := e.Note.(*messages.LaunchNote)
+	if !ok {
+		return ""
+	}
+	d, ok := idx.Definition(ln.Session)
+	if !ok {
+		return ""
+	}
+	def, ok := d.Note.(*messages.SessionDefinition)
+	if !ok || def.Wall() == "" {
+		return ""
+	}
+	limit, err := messages.ParseWall("limits.wall", def.Wall())
+	if err != nil {
+		return ""
+	}
+	started := boot.Add(time.Duration(s.StartTime) * (time.Second / clockTicks))
+	used := now.Sub(started)
+	if used < 0 {
+		used = 0
+	}
+	return budgetSVG(uint64(used/time.Second), uint64(limit/time.Second), "seconds", "wall time against limits.wall ("+def.Wall()+")")
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of a process's start
+// time (host/procs).
+const clockTicks = 100
+
+// wallReads are what wallBudget reads of the record index.
+type wallReads interface {
+	Launch(ctx context.Context, key messages.WorkspaceKey, hash string) (record.Entry, bool, error)
+	Definition(hash string) (record.Entry, bool)
+}
+
+// wallBudgets are the running sessions' wall bars, by login; nil when
+// the record or the boot time does not read (the bars are then not
+// drawn).
+func (p *Page) wallBudgets(sessions []messages.SessionStatus) map[string]template.HTML {
+	boot, err := unixhost.BootTime()
+	if err != nil || len(sessions) == 0 {
+		return nil
+	}
+	r, err := p.Reads.Repo(p.Project)
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	idx := p.Reads.Index(r)
+	now := time.Now()
+	out := map[string]template.HTML{}
+	for _, s := range sessions {
+		if s.Project == p.Project {
+			if b := wallBudget(idx, p.Ctx, s, boot, now); b != "" {
+				out[s.Login] = b
+			}
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package consolepage
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"io"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/modelapi"
 )
@@ -248,6 +250,49 @@ func TestUsageOnThePages(t *testing.T) {
 		}
 		if name == "sessions" && (!strings.Contains(out, "80 tokens of 100") || !strings.Contains(out, `data-ocx-used="80" data-ocx-limit="100"`)) {
 			t.Errorf("sessions: the running session's budget is not drawn:\n%s", out)
+		}
+	}
+}
+
+// fakeWallReads are a record index holding one launch and its session
+// definition.
+type fakeWallReads struct {
+	launch, def record.Entry
+}
+
+func (f fakeWallReads) Launch(_ context.Context, _ messages.WorkspaceKey, hash string) (record.Entry, bool, error) {
+	return f.launch, hash == f.launch.Hash, nil
+}
+
+func (f fakeWallReads) Definition(hash string) (record.Entry, bool) { return f.def, hash == f.def.Hash }
+
+// TestWallBudget: a running session's wall, from its process's start
+// (boot plus its start ticks) to now, against the limits.wall of the
+// definition its launch names; none without a launch, a limit or a
+// start.
+func TestWallBudget(t *testing.T) {
+	launch, defHash := strings.Repeat("1", 64), strings.Repeat("2", 64)
+	def := &messages.SessionDefinition{Limits: &messages.SessionLimits{Wall: "1h"}}
+	f := fakeWallReads{launch: record.Entry{Hash: launch, Note: &messages.LaunchNote{Session: defHash}}, def: record.Entry{Hash: defHash, Note: def}}
+	boot := time.Date(2026, 12, 8, 0, 0, 0, 0, time.UTC)
+	s := messages.SessionStatus{Login: "a", Project: "demo", Launch: launch, StartTime: 100 * 60} // a minute after boot
+	now := boot.Add(16 * time.Minute)
+	if got := string(wallBudget(f, context.Background(), s, boot, now)); !strings.Contains(got, "900 of 3600 seconds (25%)") || !strings.Contains(got, `width="40" height="12"`) {
+		t.Errorf("a quarter of its wall: %s", got)
+	}
+	for name, c := range map[string]struct {
+		s    messages.SessionStatus
+		boot time.Time
+		f    fakeWallReads
+	}{
+		"at a terminal":   {messages.SessionStatus{Login: "a", Project: "demo", StartTime: 6000}, boot, f},
+		"boot unknown":    {s, time.Time{}, f},
+		"another launch":  {messages.SessionStatus{Login: "a", Project: "demo", Launch: defHash, StartTime: 6000}, boot, f},
+		"no wall limit":   {s, boot, fakeWallReads{launch: f.launch, def: record.Entry{Hash: defHash, Note: &messages.SessionDefinition{Limits: &messages.SessionLimits{Tokens: 5}}}}},
+		"definition gone": {s, boot, fakeWallReads{launch: f.launch}},
+	} {
+		if got := wallBudget(c.f, context.Background(), c.s, c.boot, now); got != "" {
+			t.Errorf("%s: a bar drawn: %s", name, got)
 		}
 	}
 }
