@@ -326,7 +326,8 @@ func wallBudget(idx wallReads, ctx context.Context, s messages.SessionStatus, bo
 	if used < 0 {
 		used = 0
 	}
-	return budgetSVG(uint64(used/time.Second), uint64(limit/time.Second), "seconds", "wall time against limits.wall ("+def.Wall()+")")
+	bar := budgetSVG(uint64(used/time.Second), uint64(limit/time.Second), "seconds", "wall time against limits.wall ("+def.Wall()+")")
+	return template.HTML(template.HTMLEscapeString(used.Truncate(time.Second).String()+" of "+def.Wall())+" ") + bar
 }
 
 // clockTicks is the kernel's USER_HZ, the unit of a process's start
