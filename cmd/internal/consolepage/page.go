@@ -50,12 +50,10 @@ func parsePages() *template.Template {
 		"stateOf":   stateOf,
 		"startedBy": startedBy,
 		"seconds":   func(ms uint64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + " s" },
-		"chart":     func(c *usageChart, label string) template.HTML { return chartSVG(c.Days, label, bigChart) },
-		"rowChart": func(r usageRow) template.HTML {
-			return chartSVG(r.Days, "tokens of "+r.Key.String()+" per day", smallChart)
-		},
-		"budget": tokensBudget,
-		"plural": plural,
+		"chart":     func(c *usageChart, label string) template.HTML { return chartSVG(c.Days, label) },
+		"rowChart":  rowSVG,
+		"budget":    tokensBudget,
+		"plural":    plural,
 	}).ParseFS(templateFiles, "templates/*.html"))
 }
 

@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"html/template"
+	"math"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Usage drawn (issue 44 item 3, D102): the tokens and cost of this
@@ -62,6 +63,46 @@ func chartWindow(now time.Time) (first, last time.Time) {
 	return last.AddDate(0, 0, -(ChartDays - 1)), last
 }
 
+// unixDay is the UTC day t falls on, counted from 1970-01-01.
+func unixDay(t time.Time) int64 {
+	s := t.Unix()
+	d := s / 86400
+	if s%86400 < 0 {
+		d--
+	}
+	return d
+}
+
+// cell sums one workspace's sessions on one day as tallyUsage adds them:
+// the cost in millionths of a dollar, made a CostUSD once at the end.
+type cell struct {
+	tokens, micros uint64
+	costed         bool
+	sessions       int
+}
+
+func (c *cell) add(d cell) {
+	c.tokens = strictjson.AddCapped(c.tokens, d.tokens)
+	c.micros = addMicros(c.micros, d.micros)
+	c.costed = c.costed || d.costed
+	c.sessions += d.sessions
+}
+
+func (c cell) cost() messages.CostUSD {
+	if !c.costed {
+		return ""
+	}
+	return messages.CostOfMicros(c.micros)
+}
+
+// addMicros is a+b, capped where a uint64 ends.
+func addMicros(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
 // tallyUsage sums the usage of project's sessions per UTC day over the
 // ChartDays days up to now's: each end note's on the day it was seen to
 // end (its whole usage: an end note says no more of when its tokens were
@@ -69,72 +110,74 @@ func chartWindow(now time.Time) (first, last time.Time) {
 // project, or outside the days, are passed over.
 func tallyUsage(ends []*messages.EndNote, running []messages.SessionStatus, project string, now time.Time) usageChart {
 	first, _ := chartWindow(now)
-	days := make([]usageDay, ChartDays)
-	at := map[string]int{}
-	for i := range days {
-		days[i].Day = first.AddDate(0, 0, i).Format("2006-01-02")
-		at[days[i].Day] = i
+	names := make([]string, ChartDays)
+	for i := range names {
+		names[i] = first.AddDate(0, 0, i).Format("2006-01-02")
 	}
-	c := usageChart{Days: days}
-	rows := map[messages.WorkspaceKey]*usageRow{}
-	add := func(k messages.WorkspaceKey, i int, u *messages.SessionUsage, live bool) {
-		r := rows[k]
-		if r == nil {
-			r = &usageRow{Key: k, Days: make([]usageDay, ChartDays)}
-			for j := range r.Days {
-				r.Days[j].Day = days[j].Day
-			}
-			rows[k] = r
+	firstDay := unixDay(first)
+	cells := map[messages.WorkspaceKey]*[ChartDays]cell{}
+	live := map[messages.WorkspaceKey]bool{}
+	add := func(k messages.WorkspaceKey, i int, u *messages.SessionUsage) {
+		row := cells[k]
+		if row == nil {
+			row = &[ChartDays]cell{}
+			cells[k] = row
 		}
-		r.Running = r.Running || live
-		tokens, cost := usageSums(u)
-		for _, d := range []*usageDay{&c.Days[i], &r.Days[i]} {
-			d.Tokens += tokens
-			d.Cost = d.Cost.Plus(cost)
-			d.Sessions++
-		}
-		c.Tokens += tokens
-		c.Cost = c.Cost.Plus(cost)
-		c.Sessions++
-		r.Tokens += tokens
-		r.Cost = r.Cost.Plus(cost)
-		r.Sessions++
+		row[i].add(usageCell(u))
 	}
 	for _, e := range ends {
 		if e.Project != project {
 			continue
 		}
-		if i, ok := at[e.Seen.UTC().Format("2006-01-02")]; ok {
-			add(messages.WorkspaceKey{Login: e.Login, Project: e.Project}, i, e.Usage, false)
+		if i := unixDay(e.Seen) - firstDay; i >= 0 && i < ChartDays {
+			add(messages.WorkspaceKey{Login: e.Login, Project: e.Project}, int(i), e.Usage)
 		}
 	}
 	for _, s := range running {
 		if s.Project == project {
-			add(messages.WorkspaceKey{Login: s.Login, Project: s.Project}, ChartDays-1, s.Usage, true)
+			k := messages.WorkspaceKey{Login: s.Login, Project: s.Project}
+			add(k, ChartDays-1, s.Usage)
+			live[k] = true
 		}
 	}
-	for _, r := range rows {
-		c.Rows = append(c.Rows, *r)
+	var days [ChartDays]cell
+	var total cell
+	c := usageChart{Days: make([]usageDay, ChartDays)}
+	for k, row := range cells {
+		r := usageRow{Key: k, Days: make([]usageDay, ChartDays), Running: live[k]}
+		var sum cell
+		for i, x := range row {
+			r.Days[i] = usageDay{Day: names[i], Tokens: x.tokens, Cost: x.cost(), Sessions: x.sessions}
+			days[i].add(x)
+			sum.add(x)
+		}
+		r.Tokens, r.Cost, r.Sessions = sum.tokens, sum.cost(), sum.sessions
+		total.add(sum)
+		c.Rows = append(c.Rows, r)
 	}
+	for i, x := range days {
+		c.Days[i] = usageDay{Day: names[i], Tokens: x.tokens, Cost: x.cost(), Sessions: x.sessions}
+	}
+	c.Tokens, c.Cost, c.Sessions = total.tokens, total.cost(), total.sessions
 	sort.Slice(c.Rows, func(i, j int) bool { return c.Rows[i].Key.Login < c.Rows[j].Key.Login })
 	return c
 }
 
-// usageSums are a usage's tokens (the node's count, read and written)
-// and cost (its runner's word); none for a session with no usage read.
-func usageSums(u *messages.SessionUsage) (uint64, messages.CostUSD) {
+// usageCell is one session's usage: its tokens (the node's count, read
+// and written) and cost (its runner's word); none for a session with no
+// usage read.
+func usageCell(u *messages.SessionUsage) cell {
+	c := cell{sessions: 1}
 	if u == nil {
-		return 0, ""
+		return c
 	}
-	var tokens uint64
 	if u.Model != nil {
-		tokens = u.Model.Total()
+		c.tokens = u.Model.Total()
 	}
-	var cost messages.CostUSD
 	if u.Runner != nil {
-		cost = u.Runner.Cost
+		c.micros, c.costed = u.Runner.Cost.Micros()
 	}
-	return tokens, cost
+	return c
 }
 
 // usage reads the chart: the ends of the last ChartDays days from the
@@ -164,17 +207,12 @@ func (p *Page) usage(st *messages.NodeState) (*usageChart, error) {
 	return &c, nil
 }
 
-// chartSize is an SVG chart's drawing: each bar's width and the gap
-// after it, the bars' greatest height, and whether the days are named
-// under the bars.
-type chartSize struct {
-	Bar, Gap, Height int
-	Labels           bool
-}
-
-var (
-	bigChart   = chartSize{Bar: 28, Gap: 6, Height: 120, Labels: true}
-	smallChart = chartSize{Bar: 6, Gap: 2, Height: 24}
+// chartSize is the chart's drawing: each bar's width and the gap after
+// it, the bars' greatest height, the room above for the greatest day's
+// figure and below for the days' names.
+const (
+	chartBar, chartGap, chartHeight = 28, 6, 120
+	chartTop, chartBelow            = 14, 16
 )
 
 // barHeight is tokens' bar when max is the greatest day's: proportional,
@@ -206,42 +244,79 @@ func plural(n int, word string) string {
 	return strconv.Itoa(n) + " " + word + "s"
 }
 
+// svgBuf builds an SVG: numbers appended as they are, text escaped.
+type svgBuf struct{ b []byte }
+
+func (s *svgBuf) raw(t string) *svgBuf { s.b = append(s.b, t...); return s }
+func (s *svgBuf) num(n int) *svgBuf    { s.b = strconv.AppendInt(s.b, int64(n), 10); return s }
+func (s *svgBuf) unum(n uint64) *svgBuf {
+	s.b = strconv.AppendUint(s.b, n, 10)
+	return s
+}
+func (s *svgBuf) text(t string) *svgBuf { return s.raw(template.HTMLEscapeString(t)) }
+
 // chartSVG draws days as an inline SVG, one bar (a rect, its title the
-// day's total) per day, heights proportional to the greatest day's
-// tokens; label names the chart. Every text is escaped.
-func chartSVG(days []usageDay, label string, size chartSize) template.HTML {
+// day's total, its data the day and the tokens) per day, heights
+// proportional to the greatest day's tokens; label names the chart.
+// Every text is escaped.
+func chartSVG(days []usageDay, label string) template.HTML {
 	var max uint64
 	for _, d := range days {
 		if d.Tokens > max {
 			max = d.Tokens
 		}
 	}
-	top, below := 0, 0
-	if size.Labels {
-		top, below = 14, 16
-	}
-	w := len(days) * (size.Bar + size.Gap)
-	h := top + size.Height + below
-	esc := template.HTMLEscapeString
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="ocx-chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`, w, h, w, h, esc(label))
-	fmt.Fprintf(&b, `<title>%s</title>`, esc(label))
-	base := top + size.Height
-	fmt.Fprintf(&b, `<line x1="0" y1="%d" x2="%d" y2="%d" stroke="#888" stroke-width="1"/>`, base, w, base)
+	w := len(days) * (chartBar + chartGap)
+	h := chartTop + chartHeight + chartBelow
+	base := chartTop + chartHeight
+	s := &svgBuf{b: make([]byte, 0, 256+len(days)*200)}
+	s.raw(`<svg xmlns="http://www.w3.org/2000/svg" class="ocx-chart" width="`).num(w).raw(`" height="`).num(h).
+		raw(`" viewBox="0 0 `).num(w).raw(" ").num(h).raw(`" role="img" aria-label="`).text(label).raw(`"><title>`).text(label).raw(`</title>`)
+	s.raw(`<line x1="0" y1="`).num(base).raw(`" x2="`).num(w).raw(`" y2="`).num(base).raw(`" stroke="#888" stroke-width="1"/>`)
 	for i, d := range days {
-		x := i * (size.Bar + size.Gap)
-		bh := barHeight(d.Tokens, max, size.Height)
-		fmt.Fprintf(&b, `<rect class="ocx-bar" x="%d" y="%d" width="%d" height="%d" fill="#4a7ab5" data-ocx-day="%s" data-ocx-tokens="%d"><title>%s</title></rect>`,
-			x, base-bh, size.Bar, bh, esc(d.Day), d.Tokens, esc(dayTitle(d)))
-		if size.Labels && (i == 0 || i == len(days)-1 || i == len(days)/2) {
-			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" text-anchor="middle" fill="currentColor">%s</text>`, x+size.Bar/2, h-4, esc(shortDay(d.Day)))
+		x := i * (chartBar + chartGap)
+		bh := barHeight(d.Tokens, max, chartHeight)
+		s.raw(`<rect class="ocx-bar" x="`).num(x).raw(`" y="`).num(base - bh).raw(`" width="`).num(chartBar).raw(`" height="`).num(bh).
+			raw(`" fill="#4a7ab5" data-ocx-day="`).text(d.Day).raw(`" data-ocx-tokens="`).unum(d.Tokens).raw(`"><title>`).text(dayTitle(d)).raw(`</title></rect>`)
+		if i == 0 || i == len(days)-1 || i == len(days)/2 {
+			s.raw(`<text x="`).num(x + chartBar/2).raw(`" y="`).num(h - 4).raw(`" font-size="10" text-anchor="middle" fill="currentColor">`).text(shortDay(d.Day)).raw(`</text>`)
 		}
 	}
-	if size.Labels {
-		fmt.Fprintf(&b, `<text x="0" y="10" font-size="10" fill="currentColor">%s tokens</text>`, esc(strconv.FormatUint(max, 10)))
+	s.raw(`<text x="0" y="10" font-size="10" fill="currentColor">`).unum(max).raw(` tokens</text></svg>`)
+	return template.HTML(s.b)
+}
+
+// The small chart of a workspace's row: each day's bar this wide, with
+// this gap, at most this high.
+const rowBar, rowGap, rowHeight = 6, 2, 24
+
+// rowSVG draws a workspace's days small: its bars one path, its title
+// the days it used any with their tokens. A few hundred bytes a row,
+// whatever its days hold.
+func rowSVG(r usageRow) template.HTML {
+	var max uint64
+	for _, d := range r.Days {
+		if d.Tokens > max {
+			max = d.Tokens
+		}
 	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	w := len(r.Days) * (rowBar + rowGap)
+	s := &svgBuf{b: make([]byte, 0, 512)}
+	s.raw(`<svg xmlns="http://www.w3.org/2000/svg" class="ocx-row-chart" width="`).num(w).raw(`" height="`).num(rowHeight).
+		raw(`" viewBox="0 0 `).num(w).raw(" ").num(rowHeight).raw(`" role="img"><title>`).text("tokens of " + r.Key.Login + " by day:")
+	for _, d := range r.Days {
+		if d.Tokens > 0 {
+			s.raw(" ").text(d.Day).raw(" ").unum(d.Tokens).raw(";")
+		}
+	}
+	s.raw(`</title><line x1="0" y1="`).num(rowHeight).raw(`" x2="`).num(w).raw(`" y2="`).num(rowHeight).raw(`" stroke="#888" stroke-width="1"/><path fill="#4a7ab5" d="`)
+	for i, d := range r.Days {
+		if bh := barHeight(d.Tokens, max, rowHeight); bh > 0 {
+			s.raw("M").num(i * (rowBar + rowGap)).raw(" ").num(rowHeight).raw("v-").num(bh).raw("h").num(rowBar).raw("v").num(bh).raw("z")
+		}
+	}
+	s.raw(`"/></svg>`)
+	return template.HTML(s.b)
 }
 
 // shortDay is a day as its label under a bar: "12-08".

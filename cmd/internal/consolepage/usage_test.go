@@ -96,7 +96,7 @@ func TestChartSVG(t *testing.T) {
 		{Day: "2026-12-04", Tokens: 200, Sessions: 1},
 		{Day: "2026-12-05", Tokens: 1, Sessions: 1},
 	}
-	svg := string(chartSVG(days, evil, chartSize{Bar: 10, Gap: 2, Height: 100, Labels: true}))
+	svg := string(chartSVG(days, evil))
 	if strings.Contains(svg, evil) || strings.Contains(svg, "<script") {
 		t.Errorf("the label is not escaped:\n%s", svg)
 	}
@@ -113,12 +113,12 @@ func TestChartSVG(t *testing.T) {
 	if len(bars) != len(days) {
 		t.Fatalf("%d bars, want one per day (%d)", len(bars), len(days))
 	}
-	wantH := []int{100, 0, 25, 50, 1}
+	wantH := []int{120, 0, 30, 60, 1} // 1/400 of 120 rounds to none: a day that used any shows a pixel
 	for i, b := range bars {
 		if b.Day != days[i].Day || b.Tokens != int(days[i].Tokens) {
 			t.Errorf("bar %d: day %s tokens %d, want %s %d", i, b.Day, b.Tokens, days[i].Day, days[i].Tokens)
 		}
-		if b.Height != wantH[i] || b.Y+b.Height != 14+100 {
+		if b.Height != wantH[i] || b.Y+b.Height != chartTop+chartHeight {
 			t.Errorf("bar %d: height %d from %d, want %d standing on the base line", i, b.Height, b.Y, wantH[i])
 		}
 		if !strings.HasPrefix(b.Title, days[i].Day+": "+strconv.FormatUint(days[i].Tokens, 10)+" tokens") {
@@ -129,11 +129,30 @@ func TestChartSVG(t *testing.T) {
 		t.Errorf("a day with a cost: %q", bars[0].Title)
 	}
 	// No day used any: every bar is flat, none divides by zero.
-	rects, _ = svgRects(t, string(chartSVG([]usageDay{{Day: "2026-12-01"}, {Day: "2026-12-02"}}, "none", smallChart)))
+	rects, _ = svgRects(t, string(chartSVG([]usageDay{{Day: "2026-12-01"}, {Day: "2026-12-02"}}, "none")))
 	for _, r := range rects {
 		if r.Height != 0 {
 			t.Errorf("a day with no tokens has a bar of %d", r.Height)
 		}
+	}
+}
+
+// TestRowSVG: a workspace's row draws each day that used any as one
+// subpath of its path, proportional to its greatest day's, and names
+// those days and their tokens in its title; its login is escaped.
+func TestRowSVG(t *testing.T) {
+	r := usageRow{Key: messages.WorkspaceKey{Login: evil, Project: "demo"}, Days: []usageDay{
+		{Day: "2026-12-01", Tokens: 50}, {Day: "2026-12-02"}, {Day: "2026-12-03", Tokens: 200}}}
+	svg := string(rowSVG(r))
+	if strings.Contains(svg, evil) {
+		t.Errorf("the login is not escaped: %s", svg)
+	}
+	svgRects(t, svg)
+	if !strings.Contains(svg, "by day: 2026-12-01 50; 2026-12-03 200;</title>") {
+		t.Errorf("the title does not name the days and their tokens: %s", svg)
+	}
+	if !strings.Contains(svg, `d="M0 24v-6h6v6zM16 24v-24h6v24z"`) {
+		t.Errorf("the bars: %s", svg)
 	}
 }
 
@@ -242,8 +261,11 @@ func TestUsageOnThePages(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := b.String()
-		if n := strings.Count(out, `class="ocx-bar"`); name == "index" && n != ChartDays || name == "sessions" && n != 3*ChartDays {
+		if n := strings.Count(out, `class="ocx-bar"`); n != ChartDays {
 			t.Errorf("%s: %d bars", name, n)
+		}
+		if n := strings.Count(out, `class="ocx-row-chart"`); name == "sessions" && n != 2 {
+			t.Errorf("sessions: %d rows' charts, want 2", n)
 		}
 		if !strings.Contains(out, `<p id="ocx-usage-total">160 tokens, 2 sessions.</p>`) {
 			t.Errorf("%s: no total:\n%s", name, out)
@@ -294,5 +316,46 @@ func TestWallBudget(t *testing.T) {
 		if got := wallBudget(c.f, context.Background(), c.s, c.boot, now); got != "" {
 			t.Errorf("%s: a bar drawn: %s", name, got)
 		}
+	}
+}
+
+// BenchmarkSessionsPage renders the Sessions page of 10 running sessions
+// with and without the usage chart: the chart's tally of 1,000 end notes
+// over its 14 days and the SVGs of the chart and of each workspace's row
+// (40 workspaces) against the page alone. The ends' read is the record
+// index's (EndsSeen), not timed here.
+func BenchmarkSessionsPage(b *testing.B) {
+	now := time.Now()
+	var running []messages.SessionStatus
+	for i := range 10 {
+		running = append(running, messages.SessionStatus{Login: "agent-" + strconv.Itoa(i), Project: "demo", Record: strings.Repeat("a", 64), Listening: true,
+			Usage: &messages.SessionUsage{Model: &messages.ModelCount{Tokens: modelapi.Tokens{Input: 900, Output: 100}}, Limit: 5000}})
+	}
+	var ends []*messages.EndNote
+	for i := range 1000 {
+		ends = append(ends, &messages.EndNote{Login: "agent-" + strconv.Itoa(i%40), Project: "demo", Seen: now.Add(-time.Duration(i) * 20 * time.Minute),
+			Usage: &messages.SessionUsage{Model: &messages.ModelCount{Tokens: modelapi.Tokens{Input: uint64(i), Output: 10}}, Runner: &messages.RunnerReport{Cost: "0.01"}}})
+	}
+	for _, with := range []bool{false, true} {
+		name := "without-chart"
+		if with {
+			name = "with-chart"
+		}
+		b.Run(name, func(b *testing.B) {
+			var size int
+			for b.Loop() {
+				d := sessionsData{Sessions: running}
+				if with {
+					c := tallyUsage(ends, running, "demo", now)
+					d.Usage = &c
+				}
+				var buf bytes.Buffer
+				if err := Pages().ExecuteTemplate(&buf, "sessions", View{Script: "/ext/console", Data: d}); err != nil {
+					b.Fatal(err)
+				}
+				size = buf.Len()
+			}
+			b.ReportMetric(float64(size), "bytes/page")
+		})
 	}
 }
