@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/itest/harness"
+	"github.com/ocx-go/ocx/messages"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "copy the screenshots docs/console.md shows into docs/")
@@ -119,12 +120,15 @@ func TestConsoleUsageInTheBrowser(t *testing.T) {
 		}
 	}
 	b.Navigate(console+"sessions", "#ocx-usage-sessions")
-	for login, tokens := range map[string]string{"native-c1": "120", "native-c2": "230"} {
+	for login, end := range map[string]*messages.EndNote{"native-c1": endA, "native-c2": endB} {
+		tokens := strconv.FormatUint(end.Usage.Model.Total(), 10)
 		if got := b.Text(`[data-ocx-usage="` + login + `/demo"] [data-ocx-field="tokens"]`); got != tokens {
 			t.Errorf("%s's row: %s tokens, want %s", login, got, tokens)
 		}
-		if bars := chartBars(b, `[data-ocx-usage="`+login+`/demo"]`); len(bars) != 14 {
-			t.Errorf("%s's row: %d bars", login, len(bars))
+		var title string
+		b.Eval(`document.querySelector(`+jsString(`[data-ocx-usage="`+login+`/demo"] svg.ocx-row-chart title`)+`).textContent`, &title)
+		if want := "by day: " + end.Seen.UTC().Format("2006-01-02") + " " + tokens + ";"; !strings.HasSuffix(title, want) {
+			t.Errorf("%s's row chart's title %q, want it to end %q", login, title, want)
 		}
 	}
 	docShot(t, b, "console-usage")
