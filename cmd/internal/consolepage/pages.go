@@ -30,7 +30,7 @@ type indexData struct{ Usage *usageChart }
 func (p *Page) indexPage() {
 	st, err := p.status()
 	d := indexData{}
-	c, uerr := p.usage(st)
+	c, _, uerr := p.usage(st, false)
 	d.Usage = c
 	if err == nil {
 		err = uerr
@@ -210,12 +210,11 @@ func (p *Page) sessionsPage() {
 		}
 		d.Ended = p.endedRows(st)
 	}
-	c, uerr := p.usage(st)
-	d.Usage = c
+	c, walls, uerr := p.usage(st, true)
+	d.Usage, d.Walls = c, walls
 	if err == nil {
 		err = uerr
 	}
-	d.Walls = p.wallBudgets(d.Sessions)
 	p.RenderProblem("sessions", "Sessions", "sessions", d, err)
 }
 

@@ -182,18 +182,22 @@ func usageCell(u *messages.SessionUsage) cell {
 
 // usage reads the chart: the ends of the last ChartDays days from the
 // record index (record.Index.EndsSeen: those days' ends alone) and the
-// running sessions from the status.
-func (p *Page) usage(st *messages.NodeState) (*usageChart, error) {
+// running sessions from the status; with walls, the running sessions'
+// wall bars too (wallBudget), from the same index: a page opens the
+// index once (in ocx console, where no index is kept, each open reads
+// the record).
+func (p *Page) usage(st *messages.NodeState, walls bool) (*usageChart, map[string]template.HTML, error) {
 	now := time.Now()
 	first, last := chartWindow(now)
 	r, err := p.Reads.Repo(p.Project)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer r.Close()
-	es, err := p.Reads.Index(r).EndsSeen(p.Ctx, first, last)
+	idx := p.Reads.Index(r)
+	es, err := idx.EndsSeen(p.Ctx, first, last)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ends := make([]*messages.EndNote, 0, len(es))
 	for _, e := range es {
@@ -204,7 +208,11 @@ func (p *Page) usage(st *messages.NodeState) (*usageChart, error) {
 		running = st.Sessions
 	}
 	c := tallyUsage(ends, running, p.Project, now)
-	return &c, nil
+	var bars map[string]template.HTML
+	if walls {
+		bars = p.wallsOf(idx, running, now)
+	}
+	return &c, bars, nil
 }
 
 // chartSize is the chart's drawing: each bar's width and the gap after
@@ -419,8 +427,7 @@ type wallReads interface {
 // the record or the boot time does not read (the bars are then not
 // drawn).
 func (p *Page) wallBudgets(sessions []messages.SessionStatus) map[string]template.HTML {
-	boot, err := unixhost.BootTime()
-	if err != nil || len(sessions) == 0 {
+	if len(sessions) == 0 {
 		return nil
 	}
 	r, err := p.Reads.Repo(p.Project)
@@ -428,8 +435,16 @@ func (p *Page) wallBudgets(sessions []messages.SessionStatus) map[string]templat
 		return nil
 	}
 	defer r.Close()
-	idx := p.Reads.Index(r)
-	now := time.Now()
+	return p.wallsOf(p.Reads.Index(r), sessions, time.Now())
+}
+
+// wallsOf are the wall bars of this project's sessions among sessions,
+// read from idx, by login.
+func (p *Page) wallsOf(idx wallReads, sessions []messages.SessionStatus, now time.Time) map[string]template.HTML {
+	boot, err := unixhost.BootTime()
+	if err != nil {
+		return nil
+	}
 	out := map[string]template.HTML{}
 	for _, s := range sessions {
 		if s.Project == p.Project {
