@@ -34,12 +34,27 @@ type usageSession struct {
 func newUsageSession(t *testing.T, root, login, budget string) *usageSession {
 	t.Helper()
 	n := newNodeOn(t, root)
+	return usageSessionOn(n, chatModelOn(n), login, budget)
+}
+
+// chatModelOn starts the chat stand-in and names it in n's model.json.
+func chatModelOn(n *testNode) *chatModel {
+	t := n.t
+	t.Helper()
 	model := &chatModel{t: t}
 	srv := httptest.NewServer(model)
 	t.Cleanup(srv.Close)
 	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), []byte(`{"api": "openai", "base_url": "`+srv.URL+`", "models": ["standin-chat"]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return model
+}
+
+// usageSessionOn is newUsageSession's session on node n, whose model is
+// model (chatModelOn).
+func usageSessionOn(n *testNode, model *chatModel, login, budget string) *usageSession {
+	t := n.t
+	t.Helper()
 	in := filepath.Join(t.TempDir(), "create.json")
 	rec := `{"objective": "Answer, and count.", "user": "` + login + `", "runner": "native", "hears": ["` + person + `"], "budget": ` + budget + `}`
 	if err := os.WriteFile(in, []byte(rec), 0o600); err != nil {

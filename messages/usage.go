@@ -68,6 +68,13 @@ func (c CostUSD) micros() (uint64, bool) {
 	return w*1e6 + f, true
 }
 
+// Micros is the amount in millionths of a dollar; ok is false for ""
+// and for a string that is not an amount.
+func (c CostUSD) Micros() (m uint64, ok bool) { return c.micros() }
+
+// CostOfMicros is m millionths of a dollar as a CostUSD.
+func CostOfMicros(m uint64) CostUSD { return costOfMicros(m) }
+
 // Plus is c and d added; an amount that does not read counts as none.
 func (c CostUSD) Plus(d CostUSD) CostUSD {
 	a, aok := c.micros()

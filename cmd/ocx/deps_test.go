@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -104,6 +106,39 @@ func TestDaemonLocksNoThread(t *testing.T) {
 	for entry, why := range otherPrograms {
 		if calls[entry] > 0 {
 			t.Errorf("a package ocxd links calls %s, %s, which locks a thread", entry, why)
+		}
+	}
+}
+
+// TestGitTracksNoBinary: git tracks no build output and no binary (a
+// screenshot the tests take stays beside the docs, untracked): a tracked
+// file outside a testdata directory holds no NUL byte and no executable
+// format's magic. A testdata file may (a /proc cmdline is NUL-separated).
+func TestGitTracksNoBinary(t *testing.T) {
+	out, err := exec.Command("git", "-C", filepath.Join("..", ".."), "ls-files", "-z").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	files := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+	if len(files) < 100 {
+		t.Fatalf("git lists %d files; the check saw nothing", len(files))
+	}
+	for _, f := range files {
+		if strings.Contains("/"+f, "/testdata/") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := b[:min(len(b), 8000)]
+		for _, magic := range [][]byte{{0x7f, 'E', 'L', 'F'}, []byte("\x89PNG"), []byte("GIF8"), {0xff, 0xd8, 0xff}} {
+			if bytes.HasPrefix(head, magic) {
+				t.Errorf("git tracks %s, a binary (%q)", f, magic)
+			}
+		}
+		if bytes.IndexByte(head, 0) >= 0 {
+			t.Errorf("git tracks %s, which holds a NUL byte", f)
 		}
 	}
 }

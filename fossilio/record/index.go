@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
@@ -47,6 +48,10 @@ type Index struct {
 	// ends are the node user's end notes of each workspace, in the
 	// server's order.
 	ends map[messages.WorkspaceKey][]Entry
+	// endDays are the node user's end notes by the UTC day they say the
+	// session was seen to end (EndsSeen): a reader of the last days reads
+	// those days' ends alone, never every end the record holds.
+	endDays map[string][]Entry
 	// reports are the report notes on each record, in the server's order.
 	reports map[string][]Entry
 	// launches are the launch notes of each workspace, whoever sent them
@@ -92,6 +97,7 @@ func NewIndex(repo *fossilio.Repo, nodeUser string, also ...func(fossilio.Info, 
 		replies:       map[string][]Entry{},
 		definitions:   map[string]Entry{},
 		ends:          map[messages.WorkspaceKey][]Entry{},
+		endDays:       map[string][]Entry{},
 		reports:       map[string][]Entry{},
 		launches:      map[messages.WorkspaceKey][]Entry{},
 		recent:        map[string]artifact{},
@@ -343,6 +349,8 @@ func (x *Index) add(e Entry) {
 			x.replies[n.Launch] = append(x.replies[n.Launch], e)
 			k := messages.WorkspaceKey{Login: n.Login, Project: n.Project}
 			x.ends[k] = append(x.ends[k], e)
+			day := dayOf(n.Seen)
+			x.endDays[day] = append(x.endDays[day], e)
 		}
 	case *messages.ReportNote:
 		x.reports[e.Record] = append(x.reports[e.Record], e)
@@ -645,6 +653,41 @@ func (x *Index) LatestEnd(ctx context.Context, key messages.WorkspaceKey) (Entry
 		}
 	}
 	return latest, true, nil
+}
+
+// dayLayout names a UTC day, as endDays keys it.
+const dayLayout = "2006-01-02"
+
+// dayOf is the UTC day t falls on.
+func dayOf(t time.Time) string { return t.UTC().Format(dayLayout) }
+
+// MaxEndDays bounds the days one EndsSeen reads.
+const MaxEndDays = 366
+
+// EndsSeen returns the node user's end notes whose seen time falls on a
+// UTC day from first's to last's, both included, at most MaxEndDays
+// days, by day and in the server's order within each. It reads those
+// days' ends alone: its cost is the days and the ends they hold, never
+// the whole record's.
+func (x *Index) EndsSeen(ctx context.Context, first, last time.Time) ([]Entry, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	first, last = first.UTC(), last.UTC()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []Entry
+	end := dayOf(last)
+	for d, n := first, 0; n < MaxEndDays; d, n = d.AddDate(0, 0, 1), n+1 {
+		day := dayOf(d)
+		if day > end {
+			break
+		}
+		es := copies(x.endDays[day])
+		sortByServer(es)
+		out = append(out, es...)
+	}
+	return out, nil
 }
 
 // Report is the newest report note on record that sender sent after the

@@ -3,6 +3,7 @@ package record_test
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +406,52 @@ func TestLatestStartAndWouldLaunch(t *testing.T) {
 	at.Record = other
 	if v, _ := idx.WouldLaunch(f.ctx, f.srv.AdminLogin, at, note(stays)); v.Refuse == nil || !strings.Contains(v.Refuse.Reason, "is not on the launch's record") {
 		t.Errorf("a launch on another record: %+v", v)
+	}
+}
+
+// TestEndsSeen: the node user's end notes by the UTC day they were seen
+// to end, those of the days asked alone, by day and in the server's
+// order within one; an end alice pushed in the node user's name is none.
+func TestEndsSeen(t *testing.T) {
+	f := newFix(t)
+	th := f.thread(f.admin, f.srv.AdminLogin, "a record")
+	launch := f.reply(f.admin, f.srv.AdminLogin, th, "stands for a launch note")
+	code := 0
+	day := time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)
+	end := func(pid int, seen time.Time) *messages.EndNote {
+		return &messages.EndNote{Launch: launch, Login: "agent-1", Project: "demo", PID: pid, StartTime: 9, Status: messages.EndExited, ExitCode: &code,
+			Seen: seen, Note: "exited 0", Release: "test"}
+	}
+	// Pushed out of the days' order: a later day first.
+	later := f.reply(f.nodeU, "ocx", th, f.block(end(1, day.AddDate(0, 0, 2).Add(time.Hour))))
+	before := f.reply(f.nodeU, "ocx", th, f.block(end(2, day.Add(-time.Second))))
+	firstOn := f.reply(f.nodeU, "ocx", th, f.block(end(3, day.Add(23*time.Hour))))
+	secondOn := f.reply(f.nodeU, "ocx", th, f.block(end(4, day)))
+	f.reply(f.alice, "ocx", th, f.block(end(5, day))) // forged
+	idx := record.NewIndex(f.repo, "ocx")
+	hashes := func(first, last time.Time) []string {
+		t.Helper()
+		es, err := idx.EndsSeen(f.ctx, first, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Hash)
+		}
+		return out
+	}
+	// Any time of a day names the whole day; a zone is read as UTC.
+	if got, want := hashes(day.Add(12*time.Hour), day.AddDate(0, 0, 2).In(time.FixedZone("east", 5*3600))), []string{firstOn, secondOn, later}; !slices.Equal(got, want) {
+		t.Errorf("ends of three days: %v, want %v", got, want)
+	}
+	if got, want := hashes(day.AddDate(0, 0, -1), day.AddDate(0, 0, -1)), []string{before}; !slices.Equal(got, want) {
+		t.Errorf("ends of the day before: %v, want %v", got, want)
+	}
+	if got := hashes(day.AddDate(0, 0, 1), day.AddDate(0, 0, 1)); len(got) != 0 {
+		t.Errorf("a day with no end: %v", got)
+	}
+	if got := hashes(day.AddDate(0, 0, 2), day); len(got) != 0 {
+		t.Errorf("last before first: %v", got)
 	}
 }

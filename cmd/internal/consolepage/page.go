@@ -50,6 +50,10 @@ func parsePages() *template.Template {
 		"stateOf":   stateOf,
 		"startedBy": startedBy,
 		"seconds":   func(ms uint64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + " s" },
+		"chart":     func(c *usageChart, label string) template.HTML { return chartSVG(c.Days, label) },
+		"rowChart":  rowSVG,
+		"budget":    tokensBudget,
+		"plural":    plural,
 	}).ParseFS(templateFiles, "templates/*.html"))
 }
 
@@ -198,7 +202,7 @@ func (p *Page) Serve(parts []string) bool {
 	case len(parts) > 0 && parts[0] == "receipt":
 		p.Receipts(parts[1:])
 	case len(parts) == 0:
-		p.Render("index", p.Project, "", nil)
+		p.indexPage()
 	case path == "state":
 		p.state()
 	case path == "metrics":

@@ -41,15 +41,17 @@ func TestPagesRender(t *testing.T) {
 	code := 0
 	end := &record.SessionEnd{End: &messages.EndNote{Status: messages.EndExited, ExitCode: &code, Seen: time.Unix(1_700_000_000, 0)},
 		Report: &messages.ReportNote{Outcome: messages.ReportDone, Summary: evil}}
+	chart := tallyUsage([]*messages.EndNote{{Login: evil, Project: "demo", Seen: time.Now(), Usage: &messages.SessionUsage{Runner: &messages.RunnerReport{Cost: messages.CostUSD(evil)}}}},
+		[]messages.SessionStatus{*sess}, "demo", time.Now())
 	data := map[string]any{
-		"index":  nil,
+		"index":  indexData{Usage: &chart},
 		"hook":   hookData{Hooks: []messages.HookStatus{{Project: "demo", Repository: evil, Installed: true, Newest: 9, Mark: &mark}}},
 		"logins": struct{ Logins []loginRow }{[]loginRow{{Login: "agent-1", Here: true, Caps: evil}}},
 		"workspaces": struct{ Workspaces []messages.WorkspaceStatus }{[]messages.WorkspaceStatus{{Login: "agent-1", Project: "demo",
 			Record: strings.Repeat("b", 64), State: messages.WorkspaceIdle}}},
 		"workspace": workspaceData{Key: k, State: messages.WorkspaceActive, Record: strings.Repeat("b", 64), Definition: evil, Session: sess, End: endText(end), Log: evil},
 		"sessions": sessionsData{Sessions: []messages.SessionStatus{*sess}, Ended: []endedRow{{Key: messages.WorkspaceKey{Login: "agent-2", Project: "demo"},
-			Record: strings.Repeat("f", 64), Completed: reportText(end.Report), End: endText(end)}}},
+			Record: strings.Repeat("f", 64), Completed: reportText(end.Report), End: endText(end)}}, Usage: &chart},
 		"session": sessionData{Key: k, Session: sess, Completed: reportText(end.Report), End: endText(end), ListenerCount: 2, Log: evil,
 			Response: &messages.ResponseStatus{Record: strings.Repeat("b", 64), Hash: strings.Repeat("f", 64), Outcome: messages.ResponseStopped, Note: evil},
 			Usage:    &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1}, Turns: 1, Runner: &messages.RunnerReport{Cost: messages.CostUSD(evil)}}},

@@ -2,6 +2,7 @@ package consolepage
 
 import (
 	"fmt"
+	"html/template"
 	"sort"
 	"strings"
 
@@ -21,6 +22,20 @@ func (p *Page) status() (*messages.NodeState, error) {
 		p.ReadItself = "This page read the repository itself: " + why
 	}
 	return st, err
+}
+
+// indexData is the index: this project's usage drawn.
+type indexData struct{ Usage *usageChart }
+
+func (p *Page) indexPage() {
+	st, err := p.status()
+	d := indexData{}
+	c, _, uerr := p.usage(st, false)
+	d.Usage = c
+	if err == nil {
+		err = uerr
+	}
+	p.RenderProblem("index", p.Project, "", d, err)
 }
 
 type hookData struct {
@@ -168,6 +183,11 @@ func reportText(r *messages.ReportNote) string {
 type sessionsData struct {
 	Sessions []messages.SessionStatus
 	Ended    []endedRow
+	// Usage is this project's usage drawn (D102).
+	Usage *usageChart
+	// Walls are the running sessions' wall time against limits.wall, by
+	// login, where known.
+	Walls map[string]template.HTML
 }
 
 // endedRow is a workspace with no session running whose record shows a
@@ -189,6 +209,11 @@ func (p *Page) sessionsPage() {
 			}
 		}
 		d.Ended = p.endedRows(st)
+	}
+	c, walls, uerr := p.usage(st, true)
+	d.Usage, d.Walls = c, walls
+	if err == nil {
+		err = uerr
 	}
 	p.RenderProblem("sessions", "Sessions", "sessions", d, err)
 }
@@ -231,6 +256,9 @@ type sessionData struct {
 	// as its end note says it (Ended); nil for none (D50).
 	Usage *messages.SessionUsage
 	Ended bool
+	// Wall is the running session's wall time against limits.wall, where
+	// known (D102).
+	Wall template.HTML
 	// Response is the response its login wrote to the v1 record its last
 	// session ran (D51); nil for none.
 	Response *messages.ResponseStatus
@@ -249,6 +277,7 @@ func (p *Page) sessionPage(login string) {
 	}
 	if d.Session != nil {
 		d.Usage = d.Session.Usage
+		d.Wall = p.wallBudgets([]messages.SessionStatus{*d.Session})[k.Login]
 	}
 	if d.Session == nil {
 		if end, eerr := p.lastSessionEnd(k); eerr == nil && end != nil {
