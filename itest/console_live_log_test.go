@@ -45,13 +45,13 @@ func TestSessionLogLiveInTheBrowser(t *testing.T) {
 		var inFile time.Time
 		n.waitFor("the answered line in the session's log", func() bool {
 			b, _ := os.ReadFile(logPath)
-			if strings.Contains(string(b), "post="+post) && strings.Contains(string(b), "answered") {
+			if strings.Contains(string(b), "event=answered post="+post) {
 				inFile = time.Now()
 				return true
 			}
 			return false
 		})
-		waitText(t, b, "#ocx-session-log", "the answered line on the page", func(s string) bool { return strings.Contains(s, "post="+post) })
+		waitText(t, b, "#ocx-session-log", "the answered line on the page", func(s string) bool { return strings.Contains(s, "event=answered post="+post) })
 		return time.Since(inFile)
 	}
 	hello := n.result(person, "post", "--to", record, "--text", "hello")
@@ -75,7 +75,7 @@ func TestSessionLogLiveInTheBrowser(t *testing.T) {
 		follow.Process.Signal(syscall.SIGINT)
 		follow.Wait()
 	}()
-	n.waitFor("ocx logs -f to print the log's end", func() bool { return strings.Contains(followed.String(), "post="+hello) })
+	n.waitFor("ocx logs -f to print the log's end", func() bool { return strings.Contains(followed.String(), "event=answered post="+hello) })
 
 	// The daemon stopped while the page waits on it, then started again by
 	// the next post's hook.
@@ -87,7 +87,7 @@ func TestSessionLogLiveInTheBrowser(t *testing.T) {
 	again := n.result(person, "post", "--to", record, "--text", "again")
 	answered(again)
 
-	n.waitFor("ocx logs -f to print the second answer", func() bool { return strings.Contains(followed.String(), "post="+again) })
+	n.waitFor("ocx logs -f to print the second answer", func() bool { return strings.Contains(followed.String(), "event=answered post="+again) })
 	for _, post := range []string{hello, again} {
 		if c := strings.Count(followed.String(), "event=answered post="+post); c != 1 {
 			t.Errorf("ocx logs -f printed post %s answered %d times:\n%s", post[:10], c, followed.String())
