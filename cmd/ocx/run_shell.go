@@ -39,6 +39,27 @@ shell. Its start and end are written as notes in the run's thread by the
 node user.`
 
 // runRunShell is `ocx run shell`.
+// shellStreams gives the shell its streams: on a terminal, a pty of its
+// own (the master returned, for the relay), sized as ocx's; else ocx's
+// own streams. close closes what it opened.
+func shellStreams(enter *unixhost.Enter, terminal bool) (master *os.File, close func(), err error) {
+	if !terminal {
+		enter.Stdin, enter.Stdout, enter.Stderr = os.Stdin, os.Stdout, os.Stderr
+		return nil, func() {}, nil
+	}
+	m, tty, err := unixhost.OpenPTY()
+	if err != nil {
+		return nil, nil, err
+	}
+	if unixhost.IsTerminal(os.Stdout) {
+		if size, err := unixhost.GetWindowSize(os.Stdout); err == nil {
+			unixhost.SetWindowSize(tty, size)
+		}
+	}
+	enter.Stdin, enter.Stdout, enter.Stderr = tty, tty, tty
+	return m, func() { tty.Close(); m.Close() }, nil
+}
+
 func runRunShell(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "run shell", runShellUsage, true, false)
@@ -65,24 +86,11 @@ func runRunShell(ctx context.Context, e *env, args []string) error {
 	command := tools.ShellCommand(rest)
 	terminal := unixhost.IsTerminal(os.Stdin)
 	enter := t.Enter(command, "", terminal) // this very ocx runs in the sandbox
-	var master *os.File
-	if terminal {
-		m, tty, err := unixhost.OpenPTY()
-		if err != nil {
-			return err
-		}
-		defer tty.Close()
-		master = m
-		defer master.Close()
-		if unixhost.IsTerminal(os.Stdout) {
-			if size, err := unixhost.GetWindowSize(os.Stdout); err == nil {
-				unixhost.SetWindowSize(tty, size)
-			}
-		}
-		enter.Stdin, enter.Stdout, enter.Stderr = tty, tty, tty
-	} else {
-		enter.Stdin, enter.Stdout, enter.Stderr = os.Stdin, os.Stdout, os.Stderr
+	master, closeStreams, err := shellStreams(&enter, terminal)
+	if err != nil {
+		return err
 	}
+	defer closeStreams()
 	sh, err := unixhost.StartEnter(enter)
 	if terminal {
 		enter.Stdin.Close() // the shell's alone now: its end reads as EIO on the master

@@ -111,32 +111,38 @@ func Ask(ctx context.Context, layout host.Layout, a *wire.Ask, wait time.Duratio
 	if r.Error != "" {
 		return nil, fmt.Errorf("%w: %s", errRefused, r.Error)
 	}
+	if err := readBody(br, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// readBody reads what follows the reply's line, whole: the state
+// document (D70), the page (D71) or the metrics' text its line counts.
+func readBody(br io.Reader, r *wire.Reply) error {
 	if r.Doc > 0 {
-		// The state document that follows the line, whole (D70).
 		r.StateDoc = make([]byte, r.Doc)
 		if _, err := io.ReadFull(br, r.StateDoc); err != nil {
-			return nil, fmt.Errorf("read the daemon's state document (%d bytes): %w", r.Doc, err)
+			return fmt.Errorf("read the daemon's state document (%d bytes): %w", r.Doc, err)
 		}
 		if err := messages.CheckStateDoc(r.StateDoc); err != nil {
-			return nil, fmt.Errorf("the daemon's reply: %w", err)
+			return fmt.Errorf("the daemon's reply: %w", err)
 		}
 	}
 	if r.Page > 0 {
-		// The CGI reply that follows the line, whole (D71).
 		r.CGIPage = make([]byte, r.Page)
 		if _, err := io.ReadFull(br, r.CGIPage); err != nil {
-			return nil, fmt.Errorf("read the daemon's page (%d bytes): %w", r.Page, err)
+			return fmt.Errorf("read the daemon's page (%d bytes): %w", r.Page, err)
 		}
 		if !bytes.HasPrefix(r.CGIPage, []byte("Status: ")) || !bytes.Contains(r.CGIPage, []byte("\r\n\r\n")) {
-			return nil, errors.New("the daemon's page is no CGI reply (a Status line, headers, a blank line)")
+			return errors.New("the daemon's page is no CGI reply (a Status line, headers, a blank line)")
 		}
 	}
 	if r.Metrics > 0 {
-		// The metrics' text that follows the line, whole.
 		r.MetricsText = make([]byte, r.Metrics)
 		if _, err := io.ReadFull(br, r.MetricsText); err != nil {
-			return nil, fmt.Errorf("read the daemon's metrics (%d bytes): %w", r.Metrics, err)
+			return fmt.Errorf("read the daemon's metrics (%d bytes): %w", r.Metrics, err)
 		}
 	}
-	return r, nil
+	return nil
 }
