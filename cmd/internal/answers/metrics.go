@@ -2,7 +2,6 @@ package answers
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -112,10 +111,8 @@ func (s *Socket) metricsText() *wire.Reply {
 	}
 	r := wire.NewReply()
 	r.Metrics = len(b)
-	line, err := json.Marshal(r)
-	if err != nil {
-		return nodesock.Refusal("the reply does not encode: %v", err)
+	if err := withBody(r, b); err != nil {
+		return nodesock.Refusal("%v", err)
 	}
-	r.Line = append(append(line, '\n'), b...)
 	return r
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/ocx-go/ocx/messages/wire"
@@ -46,16 +47,25 @@ func (s *Socket) page(a *wire.Ask) *wire.Reply {
 	}
 	r := wire.NewReply()
 	r.Page = len(out)
-	line, err := json.Marshal(r)
-	if err != nil {
-		return nodesock.Refusal("the reply does not encode: %v", err)
+	if err := withBody(r, out); err != nil {
+		return nodesock.Refusal("%v", err)
 	}
-	r.Line = append(append(line, '\n'), out...)
 	// A page of a big status is copies of the kept one: the runtime's
 	// own collections take them back, not a forced one for each page.
 	r.KeepMemory = true
 	s.log.Debug("ocxd.sock: a console page served", slog.Int("bytes", len(out)))
 	return r
+}
+
+// withBody sets r's Line: its line, encoded, then body, which the line
+// counts (Page, Metrics).
+func withBody(r *wire.Reply, body []byte) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("the reply does not encode: %v", err)
+	}
+	r.Line = append(append(line, '\n'), body...)
+	return nil
 }
 
 // pageReads are a page's reads in the daemon: the status the socket
