@@ -75,6 +75,8 @@ func WhyNoStart(msgs []RunMsg, i int, self string, privileged PrivilegedFunc) st
 	switch {
 	case run == nil:
 		return "a run that does not read: it was ended refused when it arrived"
+	case run.Process.On != nil:
+		return "a trigger (process.on): it starts no process itself; each firing is a run the node starts"
 	case !run.Process.Manual:
 		return "not a manual run (process.manual is false): the node started it when it arrived"
 	}
