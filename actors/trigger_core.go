@@ -8,7 +8,7 @@ import (
 	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
-// triggerCore decides a node's triggers' firings (D101; docs/runs.md
+// TriggerCore decides a node's triggers' firings (D101; docs/runs.md
 // "Runs started by events"): pure, as every core is. The engine tells it
 // what the record says of each trigger (TriggerSeen), the check-ins
 // received after a trigger's mark (TriggerCheckins) and the clock reaching
@@ -20,7 +20,7 @@ import (
 // was down fires, when it sees the trigger again, each check-in after the
 // last one a firing on the record names, and for a schedule at most one
 // firing, for the latest minute that passed.
-type triggerCore struct {
+type TriggerCore struct {
 	triggers map[string]*triggerState
 	// order is the triggers in the order they were first seen.
 	order []string
@@ -44,10 +44,10 @@ type triggerState struct {
 // minutes and more).
 const maxScheduleSteps = 600_000
 
-func newTriggerCore() *triggerCore { return &triggerCore{triggers: map[string]*triggerState{}} }
+func NewTriggerCore() *TriggerCore { return &TriggerCore{triggers: map[string]*triggerState{}} }
 
 // Step takes one event at now and returns the firings decided.
-func (c *triggerCore) Step(now time.Time, msg any) []protocol.TriggerFire {
+func (c *TriggerCore) Step(now time.Time, msg any) []protocol.TriggerFire {
 	switch m := msg.(type) {
 	case protocol.TriggerSeen:
 		return c.seen(now, m)
@@ -63,7 +63,7 @@ func (c *triggerCore) Step(now time.Time, msg any) []protocol.TriggerFire {
 	return nil
 }
 
-func (c *triggerCore) seen(now time.Time, m protocol.TriggerSeen) []protocol.TriggerFire {
+func (c *TriggerCore) seen(now time.Time, m protocol.TriggerSeen) []protocol.TriggerFire {
 	t, ok := c.triggers[m.Trigger]
 	if !ok {
 		received := m.Received
@@ -93,7 +93,7 @@ func (c *triggerCore) seen(now time.Time, m protocol.TriggerSeen) []protocol.Tri
 
 // due fires a schedule whose next minute after its last is reached: once,
 // for the latest minute reached; the minutes before it are skipped.
-func (c *triggerCore) due(now time.Time, t *triggerState) []protocol.TriggerFire {
+func (c *TriggerCore) due(now time.Time, t *triggerState) []protocol.TriggerFire {
 	if t.ended || t.next == nil {
 		return nil
 	}
@@ -112,7 +112,7 @@ func (c *triggerCore) due(now time.Time, t *triggerState) []protocol.TriggerFire
 	return []protocol.TriggerFire{{Trigger: t.seen.Trigger, Project: t.seen.Project, At: next}}
 }
 
-func (c *triggerCore) checkins(m protocol.TriggerCheckins) []protocol.TriggerFire {
+func (c *TriggerCore) checkins(m protocol.TriggerCheckins) []protocol.TriggerFire {
 	t, ok := c.triggers[m.Trigger]
 	if !ok || t.ended || len(t.seen.Branches) == 0 {
 		return nil
@@ -125,12 +125,15 @@ func (c *triggerCore) checkins(m protocol.TriggerCheckins) []protocol.TriggerFir
 		t.mark = ci.At
 		out = append(out, protocol.TriggerFire{Trigger: t.seen.Trigger, Project: t.seen.Project, Checkin: ci.Hash})
 	}
+	if t.mark.Before(m.ReadTo) {
+		t.mark = m.ReadTo
+	}
 	return out
 }
 
 // Mark is where a trigger's check-ins are read from: after its mark. ok is
 // false for a trigger not seen, ended, or on a schedule.
-func (c *triggerCore) Mark(trigger string) (protocol.RunPosition, bool) {
+func (c *TriggerCore) Mark(trigger string) (protocol.RunPosition, bool) {
 	t, ok := c.triggers[trigger]
 	if !ok || t.ended || len(t.seen.Branches) == 0 {
 		return protocol.RunPosition{}, false
@@ -140,7 +143,7 @@ func (c *triggerCore) Mark(trigger string) (protocol.RunPosition, bool) {
 
 // Forget drops a trigger, so that the record is read for it again: after
 // a firing that could not be written, the next reading fires it again.
-func (c *triggerCore) Forget(trigger string) {
+func (c *TriggerCore) Forget(trigger string) {
 	if _, ok := c.triggers[trigger]; ok {
 		delete(c.triggers, trigger)
 		c.order = slices.DeleteFunc(c.order, func(h string) bool { return h == trigger })
@@ -148,7 +151,7 @@ func (c *triggerCore) Forget(trigger string) {
 }
 
 // NextTick is the earliest minute a schedule fires at, zero for none.
-func (c *triggerCore) NextTick() time.Time {
+func (c *TriggerCore) NextTick() time.Time {
 	var first time.Time
 	for _, h := range c.order {
 		t := c.triggers[h]

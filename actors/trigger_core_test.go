@@ -26,14 +26,14 @@ func TestTriggerTranscripts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tt := &triggerTranscript{c: newTriggerCore(), now: transcriptEpoch}
+			tt := &triggerTranscript{c: NewTriggerCore(), now: transcriptEpoch}
 			playTranscript(t, f, data, func(cmd string, _ int) ([]string, error) { return tt.do(cmd) })
 		})
 	}
 }
 
 type triggerTranscript struct {
-	c   *triggerCore
+	c   *TriggerCore
 	now time.Time
 }
 
@@ -110,7 +110,7 @@ func (tt *triggerTranscript) do(cmd string) ([]string, error) {
 		tt.now = now
 		fires = tt.c.Step(tt.now, protocol.TriggerTick{})
 	case len(f) == 1 && f[0] == "restart":
-		tt.c = newTriggerCore()
+		tt.c = NewTriggerCore()
 	default:
 		return nil, fmt.Errorf("unknown command %q", cmd)
 	}
@@ -164,7 +164,7 @@ func TestTriggerCoreProperties(t *testing.T) {
 			At: protocol.RunPosition{Receipt: 9, Row: 1}, Received: transcriptEpoch}
 		stopAt := rapid.IntRange(0, 60).Draw(rt, "stop")
 		now := transcriptEpoch
-		c := newTriggerCore()
+		c := NewTriggerCore()
 		var fired []string // check-ins, in the order fired
 		var minutes []time.Time
 		var lastCheckin protocol.RunPosition
@@ -219,11 +219,11 @@ func TestTriggerCoreProperties(t *testing.T) {
 				now = now.Add(time.Duration(rapid.IntRange(1, 400).Draw(rt, "seconds")) * time.Second)
 				record(c.Step(now, protocol.TriggerTick{}))
 			case 2:
-				c = newTriggerCore()
+				c = NewTriggerCore()
 				seeAll()
 			case 3:
 				now = now.Add(time.Duration(rapid.IntRange(0, 3).Draw(rt, "hours")) * time.Hour)
-				c = newTriggerCore()
+				c = NewTriggerCore()
 				seeAll()
 			}
 		}

@@ -57,10 +57,12 @@ type TriggerCheckin struct {
 }
 
 // TriggerCheckins are the check-ins received after a trigger's mark, in
-// the server's order.
+// the server's order; ReadTo is the place of the last artifact read, of
+// any kind (zero: none), which the next reading starts after.
 type TriggerCheckins struct {
 	Trigger  string
 	Checkins []TriggerCheckin
+	ReadTo   RunPosition
 }
 
 func (m TriggerCheckins) String() string {

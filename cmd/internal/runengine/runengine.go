@@ -58,6 +58,11 @@ type Engine struct {
 	runs map[string]*engineRun
 	// deliverMu orders the sessions' deliveries (rundeliver.go).
 	deliverMu sync.Mutex
+	// trigMu orders the triggers' passes (runtrigger.go, D101); trig is
+	// their core, trigTimer the next schedule's timer.
+	trigMu    sync.Mutex
+	trig      *actors.TriggerCore
+	trigTimer *time.Timer
 	// bg runs the backoffice beside a launch.
 	bg *fossilio.Beside
 	// fresh says whether a project's record is fresh: on another host,
@@ -142,7 +147,7 @@ func New(d Deps) *Engine {
 		record:    NewRecord(d.Config, d.Layout, d.Repos, d.Support, d.Log),
 		writeNote: d.WriteNote, signal: d.Signal, support: d.Support, release: d.Release, releaseRoot: d.ReleaseRoot,
 		send: d.Send, log: d.Log, bg: fossilio.NewBeside(d.Log), now: time.Now, ctx: ctx, cancel: cancel,
-		runs: map[string]*engineRun{}, fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}, testDelay: d.Delay}
+		runs: map[string]*engineRun{}, trig: actors.NewTriggerCore(), fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}, testDelay: d.Delay}
 }
 
 // delay is the tests' widening at point (Deps.Delay); nothing in use.
@@ -155,6 +160,11 @@ func (e *Engine) delay(point string) {
 // Close ends the watches of processes found at start; the processes live on.
 func (e *Engine) Close() {
 	e.cancel()
+	e.trigMu.Lock()
+	if e.trigTimer != nil {
+		e.trigTimer.Stop()
+	}
+	e.trigMu.Unlock()
 	e.bg.Wait()
 }
 
