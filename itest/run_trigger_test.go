@@ -242,3 +242,91 @@ func (c *committer) pushAll() {
 		c.t.Fatal(err)
 	}
 }
+
+// TestRunTriggerOnASchedule: a trigger every minute, on a clock the test
+// gives the daemon (OCXD_TEST_TRIGGER_CLOCK: the wall clock run 60 times
+// as fast, so a minute is a second): it fires at each minute, once each,
+// with no minute skipped; the daemon killed for five of its minutes and
+// started again fires once for the latest minute it missed, skipping the
+// others, then at each minute again; a stop ends it.
+func TestRunTriggerOnASchedule(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	node := n.nodeUser()
+	wall := time.Now()
+	clock := fmt.Sprintf("OCXD_TEST_TRIGGER_CLOCK=%s@%d*60", wall.UTC().Format(time.RFC3339Nano), wall.UnixNano())
+	testNow := func() time.Time { return wall.Add(time.Since(wall) * 60).UTC() }
+	d := startDaemonEnv(t, n, program("ocxd"), []string{clock})
+
+	trigger := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Every minute.",
+"process": {"user": "builder", "command": ["true"], "env": {"PATH": "/usr/bin:/bin"}, "on": {"schedule": "* * * * *"}}}`, node)
+	root := n.result(admin, "thread", "--title", "Every minute", "--text", block(trigger))
+	fired := func() []time.Time {
+		var out []time.Time
+		for _, p := range n.runThread(root) {
+			if f, ok := p.Msg.(*runmsg.RunFired); ok && p.Sender == node {
+				out = append(out, f.At)
+			}
+		}
+		slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+		return out
+	}
+	n.waitFor("three firings", func() bool { return len(fired()) >= 3 })
+	got := fired()
+	for i := 1; i < len(got); i++ {
+		if got[i].Sub(got[i-1]) != time.Minute {
+			t.Fatalf("the firings' minutes are not one apart: %v", got)
+		}
+	}
+	if now := testNow(); got[len(got)-1].After(now) {
+		t.Fatalf("a firing for %s before its minute (the clock reads %s)", got[len(got)-1], now)
+	}
+
+	// Down for five of its minutes (five seconds of the wall's).
+	d.stop()
+	down := fired()
+	time.Sleep(5 * time.Second)
+	restart := testNow()
+	startDaemonEnv(t, n, program("ocxd"), []string{clock})
+	n.waitFor("a firing after the restart", func() bool { return len(fired()) > len(down) })
+	catchUp := fired()[len(down)]
+	if gap := catchUp.Sub(down[len(down)-1]); gap < 4*time.Minute {
+		t.Fatalf("the first firing after the restart is for %s, %s after the last before it; want the latest minute missed, skipping the others", catchUp, gap)
+	}
+	if catchUp.After(restart.Add(2*time.Minute)) || catchUp.Before(restart.Add(-time.Minute).Truncate(time.Minute)) {
+		t.Errorf("the catch-up firing is for %s; the daemon started again at %s", catchUp, restart)
+	}
+	n.waitFor("two more firings", func() bool { return len(fired()) >= len(down)+3 })
+	after := fired()[len(down):]
+	for i := 1; i < len(after); i++ {
+		if after[i].Sub(after[i-1]) != time.Minute {
+			t.Fatalf("after the restart the firings' minutes are not one apart: %v", after)
+		}
+	}
+	// Each firing a run, started and ended once.
+	fs := n.firings(root, node)
+	for _, f := range fs[:len(fs)-1] {
+		if len(f.started) > 1 || len(f.ended) > 1 {
+			t.Errorf("firing %s: %d started, %d ended", f.hash, len(f.started), len(f.ended))
+		}
+	}
+
+	stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, root)
+	n.result(admin, "post", "--to", root, "--text", block(stop))
+	n.waitFor("the trigger's ended", func() bool {
+		for _, p := range n.runThread(root) {
+			if m, ok := p.Msg.(*runmsg.RunEnded); ok && m.Run == root && p.Sender == node {
+				return m.Outcome == runmsg.RunStopped
+			}
+		}
+		return false
+	})
+	// Three of its minutes pass (three seconds of the wall's: the
+	// window in which a firing would be due), and none fires.
+	stopped := len(fired())
+	time.Sleep(3 * time.Second)
+	if got := len(fired()); got != stopped {
+		t.Errorf("%d firings after the stop ended it", got-stopped)
+	}
+}

@@ -62,7 +62,8 @@ type Engine struct {
 	// their core, trigTimer the next schedule's timer.
 	trigMu    sync.Mutex
 	trig      *actors.TriggerCore
-	trigTimer *time.Timer
+	trigTimer func() bool
+	clock     host.Clock
 	// bg runs the backoffice beside a launch.
 	bg *fossilio.Beside
 	// fresh says whether a project's record is fresh: on another host,
@@ -107,6 +108,9 @@ type Deps struct {
 	// Fresh, when set, says whether a project's record is fresh enough to
 	// find runs lost on (D72); nil: every record is.
 	Fresh func(project string) bool
+	// Clock is what the triggers' schedules read (D101); nil: the
+	// system's.
+	Clock host.Clock
 	// Delay, when set, is the integration tests' widening of a window at
 	// a named point (the daemon's OCXD_TEST_REEXEC_DELAY; "runs-found":
 	// the runs restored, adopted, not yet handed to the node).
@@ -142,12 +146,15 @@ type runProc struct {
 
 // New is the run engine of d.
 func New(d Deps) *Engine {
+	if d.Clock == nil {
+		d.Clock = unixhost.Clock{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{cfg: d.Config, layout: d.Layout, root: d.Root, repos: d.Repos, fossil: d.Fossil,
 		record:    NewRecord(d.Config, d.Layout, d.Repos, d.Support, d.Log),
 		writeNote: d.WriteNote, signal: d.Signal, support: d.Support, release: d.Release, releaseRoot: d.ReleaseRoot,
 		send: d.Send, log: d.Log, bg: fossilio.NewBeside(d.Log), now: time.Now, ctx: ctx, cancel: cancel,
-		runs: map[string]*engineRun{}, trig: actors.NewTriggerCore(), fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}, testDelay: d.Delay}
+		runs: map[string]*engineRun{}, trig: actors.NewTriggerCore(), clock: d.Clock, fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}, testDelay: d.Delay}
 }
 
 // delay is the tests' widening at point (Deps.Delay); nothing in use.
@@ -162,7 +169,7 @@ func (e *Engine) Close() {
 	e.cancel()
 	e.trigMu.Lock()
 	if e.trigTimer != nil {
-		e.trigTimer.Stop()
+		e.trigTimer()
 	}
 	e.trigMu.Unlock()
 	e.bg.Wait()

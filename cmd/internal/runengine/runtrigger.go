@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/fossilio"
@@ -82,7 +81,7 @@ func (e *Engine) triggersOf(ctx context.Context, x *noderepos.Index) error {
 			return err
 		}
 		seen.LastCheckin, seen.LastAt = last.LastCheckin, last.LastAt
-		fires := e.trig.Step(e.now(), seen)
+		fires := e.trig.Step(e.clock.Now(), seen)
 		if mark, ok := e.trig.Mark(m.Hash); ok {
 			arrivals, err := record.ArrivalsAfter(ctx, x.Repo, x.Path, mark)
 			if err != nil {
@@ -97,7 +96,7 @@ func (e *Engine) triggersOf(ctx context.Context, x *noderepos.Index) error {
 					cs.Checkins = append(cs.Checkins, protocol.TriggerCheckin{Hash: a.Hash, Branch: a.Branch, At: a.At})
 				}
 			}
-			fires = append(fires, e.trig.Step(e.now(), cs)...)
+			fires = append(fires, e.trig.Step(e.clock.Now(), cs)...)
 		}
 		for _, f := range fires {
 			if err := e.fire(ctx, x, msgs, f); err != nil {
@@ -171,7 +170,7 @@ func (e *Engine) fire(ctx context.Context, x *noderepos.Index, msgs []record.Run
 func (e *Engine) armTriggerTimer() {
 	next := e.trig.NextTick()
 	if e.trigTimer != nil {
-		e.trigTimer.Stop()
+		e.trigTimer()
 		e.trigTimer = nil
 	}
 	if next.IsZero() || e.ctx.Err() != nil {
@@ -179,7 +178,7 @@ func (e *Engine) armTriggerTimer() {
 	}
 	// The pass decides the minutes reached (the core's Step of what the
 	// record says fires a schedule that is due) and writes them.
-	e.trigTimer = time.AfterFunc(max(next.Sub(e.now()), 0), func() {
+	e.trigTimer = e.clock.AfterFunc(max(next.Sub(e.clock.Now()), 0), func() {
 		if e.ctx.Err() == nil {
 			e.triggers(e.ctx, "")
 		}
