@@ -494,6 +494,7 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.RunSupport,
 		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.IsFresh(d.cfg), Delay: d.testDelay,
 		Clock: d.triggerClock()})
+	d.records.kickTriggers = d.runs.KickTriggers
 	return limits, nil
 }
 

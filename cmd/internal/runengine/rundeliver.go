@@ -29,10 +29,6 @@ import (
 // (actors.RunHost; the node routes them). A run whose deliveries cannot be
 // read is logged and read again at the next arrival.
 func (e *Engine) Deliveries(ctx context.Context, path, run string) ([]protocol.RunRouted, error) {
-	if run == "" {
-		// The triggers read the same arrivals (D101).
-		defer e.triggers(ctx, path)
-	}
 	e.deliverMu.Lock()
 	defer e.deliverMu.Unlock()
 	cares, err := e.cares()

@@ -60,10 +60,17 @@ type Engine struct {
 	deliverMu sync.Mutex
 	// trigMu orders the triggers' passes (runtrigger.go, D101); trig is
 	// their core, trigTimer the next schedule's timer.
-	trigMu    sync.Mutex
-	trig      *actors.TriggerCore
-	trigTimer func() bool
-	clock     host.Clock
+	trigMu sync.Mutex
+	trig   *actors.TriggerCore
+	// trigKick wakes the passes' worker (KickTriggers), trigPending
+	// the repositories it is to read; trigDone waits for it at Close.
+	trigOnce    sync.Once
+	trigKick    chan struct{}
+	trigPendMu  sync.Mutex
+	trigPending map[string]bool
+	trigDone    sync.WaitGroup
+	trigTimer   func() bool
+	clock       host.Clock
 	// bg runs the backoffice beside a launch.
 	bg *fossilio.Beside
 	// fresh says whether a project's record is fresh: on another host,
@@ -172,6 +179,7 @@ func (e *Engine) Close() {
 		e.trigTimer()
 	}
 	e.trigMu.Unlock()
+	e.trigDone.Wait()
 	e.bg.Wait()
 }
 
@@ -774,6 +782,8 @@ func (e *Engine) Boot(ctx context.Context, tell func([]protocol.RunActorState)) 
 		e.log.Info("the runs in care of a project served from another host are found once its clone is pulled", slog.String("project", name))
 	}
 	e.keep(d, found, func() { tell(d.Restore) })
+	// The triggers fire what they missed while no daemon ran (D101).
+	e.KickTriggers("")
 	return nil
 }
 
@@ -833,6 +843,7 @@ func (e *Engine) Fresh(ctx context.Context, project string) {
 		e.log.Info("the runs in care of a project are found on its fresh clone", slog.String("project", project), slog.Int("runs", len(d.Restore)))
 		e.send(protocol.RunsFound{Project: project, Runs: d.Restore})
 	})
+	e.KickTriggers("")
 }
 
 // keep carries out the boot's decision on the host: each run restored

@@ -21,9 +21,51 @@ import (
 // fired back as a run (record.RunLog reads a fired that counts so), which
 // arrives, starts and ends as any run.
 //
-// A pass runs whenever the sessions' deliveries are read (at every
-// artifact the hook hands the daemon, and once at its start) and when a
-// schedule's next minute is reached (a timer on the engine's clock).
+// A pass runs after every post, ticket change or check-in the daemon
+// classifies (KickTriggers, from the daemon's records), once at its start
+// (Boot) and when a project's record is fresh (Fresh), and when a
+// schedule's next minute is reached (a timer on the engine's clock). The
+// kicks are coalesced: one worker runs the passes, one at a time.
+
+// KickTriggers asks for a pass over the triggers of the repository at
+// path ("" for every repository), soon, without waiting for it.
+func (e *Engine) KickTriggers(path string) {
+	e.trigOnce.Do(func() {
+		e.trigKick = make(chan struct{}, 1)
+		e.trigPending = map[string]bool{}
+		e.trigDone.Add(1)
+		go e.triggerWorker()
+	})
+	e.trigPendMu.Lock()
+	e.trigPending[path] = true
+	e.trigPendMu.Unlock()
+	select {
+	case e.trigKick <- struct{}{}:
+	default:
+	}
+}
+
+// triggerWorker runs the passes kicked, until the engine closes.
+func (e *Engine) triggerWorker() {
+	defer e.trigDone.Done()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-e.trigKick:
+		}
+		e.trigPendMu.Lock()
+		pending := e.trigPending
+		e.trigPending = map[string]bool{}
+		e.trigPendMu.Unlock()
+		if pending[""] {
+			pending = map[string]bool{"": true}
+		}
+		for path := range pending {
+			e.triggers(e.ctx, path)
+		}
+	}
+}
 
 // triggers reads and fires the triggers of the repository at path (every
 // repository when ""); tick says the clock reached a schedule's minute.
@@ -178,9 +220,5 @@ func (e *Engine) armTriggerTimer() {
 	}
 	// The pass decides the minutes reached (the core's Step of what the
 	// record says fires a schedule that is due) and writes them.
-	e.trigTimer = e.clock.AfterFunc(max(next.Sub(e.clock.Now()), 0), func() {
-		if e.ctx.Err() == nil {
-			e.triggers(e.ctx, "")
-		}
-	})
+	e.trigTimer = e.clock.AfterFunc(max(next.Sub(e.clock.Now()), 0), func() { e.KickTriggers("") })
 }
