@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -361,5 +362,66 @@ func TestRunTriggerOnASchedule(t *testing.T) {
 	time.Sleep(minutes(2))
 	if got := len(fired()); got != stopped {
 		t.Errorf("%d firings after the stop ended it", got-stopped)
+	}
+}
+
+// TestRunTriggerRefusals: a trigger from a user without admin or setup is
+// ended refused and never fires; a fired forged by the admin in an armed
+// trigger's thread is no run (the node writes no started or ended for
+// it); a check-in then fires the armed trigger once, and the refused one
+// not at all.
+func TestRunTriggerRefusals(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	node := n.nodeUser()
+	startDaemon(t, n, program("ocxd"))
+	c := newCommitter(t, n)
+	trig := func(objective string) string {
+		return block(fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": %q,
+"process": {"user": "builder", "command": ["true"], "env": {"PATH": "/usr/bin:/bin"}, "on": {"checkin": ["trunk"]}}}`, node, objective))
+	}
+	refused := n.result(person, "thread", "--title", "alice's trigger", "--text", trig("From alice."))
+	n.waitFor("alice's trigger ended", func() bool { return n.endedOf(refused) != nil })
+	if e := n.endedOf(refused); e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "admin or setup") {
+		t.Fatalf("alice's trigger ended %+v, want refused naming admin or setup", e)
+	}
+	armed := n.result(admin, "thread", "--title", "the admin's trigger", "--text", trig("From the admin."))
+	forgedOn := c.commitLocal("forged.txt", "")
+	c.pushAll()
+	forgedOn = n.resolve(forgedOn)
+	// The check-in fires the armed trigger: its firing is the node's.
+	n.waitFor("the check-in's firing ended", func() bool {
+		fs := n.firings(armed, node)
+		return len(fs) == 1 && len(fs[0].ended) == 1
+	})
+	// A fired the admin writes, naming a check-in the node has not fired
+	// for, counts for nothing.
+	other := c.commitLocal("other.txt", "feature")
+	c.pushAll()
+	forged := n.result(admin, "post", "--to", armed, "--text", block(fmt.Sprintf(`{"ocx": 1, "kind": "fired", "node": %q, "run": %q, "checkin": %q}`, node, armed, n.resolve(other))))
+	n.waitLogLine("the forged fired ignored", func(l logLine) bool {
+		return strings.Contains(l.Msg, "does not act on") && strings.Contains(l.Msg, "fired")
+	})
+	echo := n.result(admin, "thread", "--title", "After", "--text", block(fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "After.",
+"process": {"user": "builder", "command": ["true"], "env": {"PATH": "/usr/bin:/bin"}}}`, node)))
+	n.waitFor("the run after", func() bool { return n.endedOf(echo) != nil })
+	for _, p := range n.runThread(armed) {
+		switch m := p.Msg.(type) {
+		case *runmsg.RunStarted:
+			if m.Run == forged {
+				t.Errorf("the node started the forged firing")
+			}
+		case *runmsg.RunEnded:
+			if m.Run == forged {
+				t.Errorf("the node ended the forged firing: %+v", m)
+			}
+		}
+	}
+	if fs := n.firings(armed, node); len(fs) != 1 || fs[0].checkin != forgedOn {
+		t.Errorf("the armed trigger's firings: %d, want one for %s", len(fs), forgedOn)
+	}
+	if fs := n.firings(refused, node); len(fs) != 0 {
+		t.Errorf("the refused trigger fired %d times", len(fs))
 	}
 }

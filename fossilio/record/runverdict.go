@@ -37,6 +37,10 @@ func VerdictOf(msgs []RunMsg, i int, self string, privileged PrivilegedFunc) Run
 		}
 		return nothing("a %s that does not read", m.Kind())
 	}
+	if f, ok := m.Msg.(*runmsg.RunFired); ok {
+		// One that counts is read as the run it is (RunLog, D101).
+		return nothing("a fired that does not count: not by the node user where its trigger %s is, of a cause named before, or after its ended (sent by %q)", f.Run, m.Sender)
+	}
 	j := IndexRun(msgs, m.About())
 	where := j >= 0 && msgs[j].SameRecord(m)
 	if m.Kind() == runmsg.MsgStop {
