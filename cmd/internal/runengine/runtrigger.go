@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/fossilio"
@@ -80,17 +81,30 @@ func (e *Engine) triggers(ctx context.Context, path string) {
 		if err != nil || path != "" && x.Path != path {
 			continue
 		}
-		if err := e.triggersOf(ctx, x); err != nil {
-			e.log.Warn("a project's triggers cannot be read; they are read again at the next arrival", slog.String("project", name), actors.ErrAttr(err))
+		failed, err := e.triggersOf(ctx, x)
+		if err != nil {
+			e.log.Warn("a project's triggers cannot be read; they are read again soon", slog.String("project", name), actors.ErrAttr(err))
+		}
+		if (failed || err != nil) && ctx.Err() == nil {
+			// Read again from the record: by the next arrival, or by
+			// this timer when none comes (a schedule's timer is its
+			// trigger's, which the core forgot).
+			time.AfterFunc(TriggerRetry, func() { e.KickTriggers(x.Path) })
 		}
 	}
 	e.armTriggerTimer()
 }
 
-func (e *Engine) triggersOf(ctx context.Context, x *noderepos.Index) error {
+// TriggerRetry is how long after a pass that could not read a project's
+// triggers, or write a firing, the pass is made again.
+const TriggerRetry = 5 * time.Second
+
+// triggersOf is a pass over x's triggers; failed says a firing could not
+// be written.
+func (e *Engine) triggersOf(ctx context.Context, x *noderepos.Index) (failed bool, _ error) {
 	msgs, err := x.Runs(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	privileged := x.PrivilegedOnce(ctx)
 	wrote := false
@@ -112,7 +126,7 @@ func (e *Engine) triggersOf(ctx context.Context, x *noderepos.Index) error {
 			// is on its way.
 			note, err := e.record.refusalOfIn(ctx, x, msgs[:i+1], m, privileged)
 			if err != nil {
-				return err
+				return failed, err
 			}
 			if note != "" {
 				continue
@@ -120,14 +134,14 @@ func (e *Engine) triggersOf(ctx context.Context, x *noderepos.Index) error {
 		}
 		last, err := e.lastFiring(ctx, x, msgs, m.Hash)
 		if err != nil {
-			return err
+			return failed, err
 		}
 		seen.LastCheckin, seen.LastAt = last.LastCheckin, last.LastAt
 		fires := e.trig.Step(e.clock.Now(), seen)
 		if mark, ok := e.trig.Mark(m.Hash); ok {
 			arrivals, err := record.ArrivalsAfter(ctx, x.Repo, x.Path, mark)
 			if err != nil {
-				return err
+				return failed, err
 			}
 			cs := protocol.TriggerCheckins{Trigger: m.Hash}
 			for _, a := range arrivals {
@@ -144,13 +158,14 @@ func (e *Engine) triggersOf(ctx context.Context, x *noderepos.Index) error {
 			if err := e.fire(ctx, x, msgs, f); err != nil {
 				// The record is read again for it at the next pass.
 				e.trig.Forget(m.Hash)
-				e.log.Warn("a trigger's firing cannot be written; it is tried again at the next arrival", slog.String(actors.KeyRun, m.Hash), slog.String("firing", f.String()), actors.ErrAttr(err))
+				e.log.Warn("a trigger's firing cannot be written; it is tried again soon", slog.String(actors.KeyRun, m.Hash), slog.String("firing", f.String()), actors.ErrAttr(err))
+				failed = true
 				break
 			}
 			wrote = true
 		}
 	}
-	return nil
+	return failed, nil
 }
 
 // lastFiring is what the firings of trigger on the record name last: the
