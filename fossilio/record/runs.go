@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages/protocol"
@@ -32,6 +33,20 @@ type RunMsg struct {
 	// Msg is the message, or nil when it does not decode (Malformed).
 	Msg       runmsg.Message
 	Malformed *runmsg.MalformedMessage
+	// Received is when the server received it.
+	Received time.Time
+	// Firing is set for a fired that counts (D101): Msg is then the run
+	// it is (the trigger's, without on), Sender the trigger's sender,
+	// whose authority it carries, and Firing.By the node user who wrote
+	// it. RunLog sets it; ReadRunMsg reads a fired as itself.
+	Firing *Firing
+}
+
+// Firing is what a fired that counts says: its trigger and its cause.
+type Firing struct {
+	Trigger string
+	Fired   *runmsg.RunFired
+	By      string
 }
 
 // Kind is the message's kind, as decoded or as its malformed envelope says.
@@ -82,7 +97,7 @@ func (m RunMsg) SameRecord(o RunMsg) bool { return m.Record == o.Record && m.Tic
 // ReadRunMsg reads the run engine message an artifact holds, from its first
 // version: an edit, or a post awaiting moderation, holds none.
 func ReadRunMsg(info fossilio.Info, text string) (RunMsg, bool) {
-	m := RunMsg{Hash: info.Hash, Sender: info.Sender, Rcvid: info.Rcvid, Rid: info.Rid}
+	m := RunMsg{Hash: info.Hash, Sender: info.Sender, Rcvid: info.Rcvid, Rid: info.Rid, Received: info.Received}
 	switch {
 	case info.Kind == fossilio.KindPost && !info.Edit && !info.Pending:
 		m.Record = info.Root
@@ -142,6 +157,8 @@ type RunLog struct {
 	mark int64
 	msgs []RunMsg
 	at   map[string]int // by hash, an index into msgs
+	// causes are the firings that count, by trigger and cause (D101).
+	causes map[string]bool
 }
 
 // Read returns the repository's run engine messages, brought up to date
@@ -178,9 +195,50 @@ func (l *RunLog) add(info fossilio.Info, text string) {
 		l.at = map[string]int{}
 	}
 	if _, dup := l.at[m.Hash]; !dup {
+		if f, ok := m.Msg.(*runmsg.RunFired); ok {
+			m = l.firing(m, f)
+		}
 		l.at[m.Hash] = len(l.msgs)
 		l.msgs = append(l.msgs, m)
 	}
+}
+
+// firing reads a fired (D101), in the server's order: one that counts is
+// the run it is; any other stays a fired, which no reader acts on. It
+// counts when the node user of the node its trigger names wrote it, where
+// the trigger is, naming a cause of the trigger's kind that no fired
+// before it named, before the trigger's ended counts.
+func (l *RunLog) firing(m RunMsg, f *runmsg.RunFired) RunMsg {
+	j, ok := l.at[f.Run]
+	if !ok {
+		return m
+	}
+	t := l.msgs[j]
+	tr := t.Run()
+	if tr == nil || tr.Process.On == nil || t.Firing != nil {
+		return m
+	}
+	if m.Sender != f.Node || f.Node != tr.Node || !m.SameRecord(t) || (tr.Process.On.Kind() == "checkin") != (f.Checkin != "") {
+		return m
+	}
+	key := f.Run + " " + f.Cause()
+	if l.causes[key] {
+		return m
+	}
+	// An ended counts when the trigger's node user wrote it where the
+	// trigger is (section 3); the first one ends it.
+	for _, o := range l.msgs[j+1:] {
+		if e, ok := o.Msg.(*runmsg.RunEnded); ok && e.Run == t.Hash && o.Sender == tr.Node && o.SameRecord(t) {
+			return m
+		}
+	}
+	if l.causes == nil {
+		l.causes = map[string]bool{}
+	}
+	l.causes[key] = true
+	m.Firing = &Firing{Trigger: t.Hash, Fired: f, By: m.Sender}
+	m.Msg, m.Sender = tr.Firing(), t.Sender
+	return m
 }
 
 // Msgs returns the messages kept so far, in the server's order.

@@ -37,6 +37,10 @@ func VerdictOf(msgs []RunMsg, i int, self string, privileged PrivilegedFunc) Run
 		}
 		return nothing("a %s that does not read", m.Kind())
 	}
+	if f, ok := m.Msg.(*runmsg.RunFired); ok {
+		// One that counts is read as the run it is (RunLog, D101).
+		return nothing("a fired that does not count: not by the node user where its trigger %s is, of a cause named before, or after its ended (sent by %q)", f.Run, m.Sender)
+	}
 	j := IndexRun(msgs, m.About())
 	where := j >= 0 && msgs[j].SameRecord(m)
 	if m.Kind() == runmsg.MsgStop {
@@ -75,6 +79,8 @@ func WhyNoStart(msgs []RunMsg, i int, self string, privileged PrivilegedFunc) st
 	switch {
 	case run == nil:
 		return "a run that does not read: it was ended refused when it arrived"
+	case run.Process.On != nil:
+		return "a trigger (process.on): it starts no process itself; each firing is a run the node starts"
 	case !run.Process.Manual:
 		return "not a manual run (process.manual is false): the node started it when it arrived"
 	}

@@ -55,7 +55,9 @@ func RunFactsOf(hash string, r *runmsg.Run) RunFacts {
 	if r == nil {
 		return f
 	}
-	f.Manual, f.Session, f.Deliveries = r.Process.Manual, r.Process.Session, r.Process.Deliveries
+	// A trigger (D101) is never launched: it waits, as a manual run does,
+	// until its stop; its firings are runs of their own.
+	f.Manual, f.Session, f.Deliveries = r.Process.Manual || r.Process.On != nil, r.Process.Session, r.Process.Deliveries
 	if r.Limits != nil {
 		if r.Limits.Wall != "" {
 			f.Wall, _ = messages.ParseWall("limits.wall", r.Limits.Wall)

@@ -22,6 +22,10 @@ func FuzzReadMessage(f *testing.F) {
 		`{"ocx": 1, "kind": "run", "node": "n", "objective": "x", "workspace": [{"step": "shell"}], "process": {"user": "u", "command": ["x"], "keep": {"stderr": "1K", "stdout": 10}}}`,
 		`{"ocx": 1, "kind": "run", "node": "n", "objective": "x", "process": {"user": "u", "command": ["x"], "keep": {"mask": ["pw", "tok-$$run$$", "a*b"], "match": "^(ERROR|FATAL)\\b"}}}`,
 		`{"ocx": 1, "kind": "run", "node": "n", "objective": "x", "workspace": [{"step": "directory", "at": "/w"}, {"step": "command", "run": ["make", "$$workspace$$"], "in": "$$workspace$$/t"}], "process": {"user": "u", "command": ["x"]}}`,
+		`{"ocx": 1, "kind": "run", "node": "n", "objective": "x", "process": {"user": "u", "command": ["x"], "on": {"checkin": ["trunk", "dev"]}}}`,
+		`{"ocx": 1, "kind": "run", "node": "n", "objective": "x", "process": {"user": "u", "command": ["x"], "on": {"schedule": "*/5 1-3 * * MON"}}}`,
+		`{"ocx": 1, "kind": "fired", "node": "lab-1", "run": "` + testRunHash + `", "checkin": "` + testRunHash + `"}`,
+		`{"ocx": 1, "kind": "fired", "node": "lab-1", "run": "` + testRunHash + `", "at": "2026-12-08T00:05:00Z"}`,
 		`{"ocx": 2, "kind": "run"}`, `{"ocx": 1, "kind": "nope"}`, `{"ocx": "stop"}`,
 	} {
 		f.Add([]byte("```json\n" + s + "\n```\n"))

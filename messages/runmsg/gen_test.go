@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/ocx-go/ocx/messages"
@@ -258,6 +259,13 @@ func genRunProcess() *rapid.Generator[RunProcess] {
 			p.Checkins = genBranches().Draw(t, "checkins")
 		}
 		p.Deliveries = rapid.SampledFrom([]string{"", deliveriesFeed, DeliveriesStart}).Draw(t, "deliveries")
+		if !p.Manual && !p.Session && rapid.Bool().Draw(t, "has-on") {
+			if rapid.Bool().Draw(t, "on-checkin") {
+				p.On = &RunOn{Checkin: genBranches().Filter(func(b []string) bool { return len(b) > 0 }).Draw(t, "on-checkin-branches")}
+			} else {
+				p.On = &RunOn{Schedule: rapid.SampledFrom([]string{"* * * * *", "*/5 * * * *", "0 3 * * 1-5", "@hourly"}).Draw(t, "on-schedule")}
+			}
+		}
 		if rapid.Bool().Draw(t, "has-keep") {
 			k := RunKeep{StdoutWhen: rapid.SampledFrom([]string{"", keepOnFailure, KeepAlways}).Draw(t, "when")}
 			if rapid.Bool().Draw(t, "has-stderr") {
@@ -308,6 +316,12 @@ func genMessage(kind MessageKind) *rapid.Generator[Message] {
 		case MsgStarted:
 			vals := rapid.MapOfN(genValueName(), genValueText(0), 0, 6).Draw(t, "values")
 			return &RunStarted{Node: node, Run: run, Values: vals, Limits: genRunLimits().Draw(t, "limits")}
+		case MsgFired:
+			if rapid.Bool().Draw(t, "fired-checkin") {
+				return &RunFired{Node: node, Run: run, Checkin: genHash().Draw(t, "checkin")}
+			}
+			minute := rapid.Int64Range(0, 1<<26).Draw(t, "minute")
+			return &RunFired{Node: node, Run: run, At: time.Unix(minute*60, 0).UTC()}
 		}
 		e := &RunEnded{Node: node, Run: run, Outcome: rapid.SampledFrom(runOutcomes).Draw(t, "outcome")}
 		exit, note := endedFields(e.Outcome)

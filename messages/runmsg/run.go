@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
@@ -25,11 +26,13 @@ const (
 	MsgStop    MessageKind = "stop"
 	MsgStarted MessageKind = "started"
 	MsgEnded   MessageKind = "ended"
-	MsgRecord  MessageKind = recordKind
+	// MsgFired is a trigger's firing (beyond the seed, D101).
+	MsgFired  MessageKind = "fired"
+	MsgRecord MessageKind = recordKind
 )
 
 // messageKinds lists the kinds ReadMessage knows: table 3's, then record.
-var messageKinds = []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded, MsgRecord}
+var messageKinds = []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded, MsgFired, MsgRecord}
 
 func (k MessageKind) known() bool {
 	for _, m := range messageKinds {
@@ -544,6 +547,24 @@ func decodeRunKind(k MessageKind, o strictjson.Obj) (Message, error) {
 		}
 		s.Limits = *l
 		return s, s.Validate()
+	case MsgFired:
+		if err := closed(o, "a fired", append(envelopeKeys, "run", "checkin", "at")...); err != nil {
+			return nil, err
+		}
+		f := &RunFired{Node: node, Run: run}
+		if f.Checkin, err = o.OptStr("checkin"); err != nil {
+			return nil, err
+		}
+		if at, err := o.OptStr("at"); err != nil {
+			return nil, err
+		} else if at != "" {
+			t, err := time.Parse(time.RFC3339, at)
+			if err != nil || t.Format(FiredTimeLayout) != at {
+				return nil, strictjson.FieldErr("at", strictjson.ErrInvalid, fmt.Sprintf("%s is not a minute in UTC, as 2026-12-08T00:05:00Z", strictjson.QuoteShort(at)))
+			}
+			f.At = t
+		}
+		return f, f.Validate()
 	case MsgEnded:
 		if err := closed(o, "an ended", append(envelopeKeys, "run", "outcome", "exit", "note")...); err != nil {
 			return nil, err

@@ -575,6 +575,7 @@ type RunProcess struct {
 	Env        map[string]string `json:"env,omitempty"`
 	Cwd        string            `json:"cwd,omitempty"`
 	Manual     bool              `json:"manual,omitempty"`
+	On         *RunOn            `json:"on,omitempty"`
 	Session    bool              `json:"session,omitempty"`
 	Hears      []string          `json:"hears,omitempty"`
 	Checkins   []string          `json:"checkins,omitempty"`
@@ -583,7 +584,7 @@ type RunProcess struct {
 	Keep       *RunKeep          `json:"keep,omitempty"`
 }
 
-var processKeys = []string{"user", "command", "env", "cwd", "manual", "session", "hears", "checkins",
+var processKeys = []string{"user", "command", "env", "cwd", "manual", "on", "session", "hears", "checkins",
 	"deliveries", "terminal", "keep"}
 
 func readProcess(o strictjson.Obj) (RunProcess, error) {
@@ -618,6 +619,13 @@ func readProcess(o strictjson.Obj) (RunProcess, error) {
 		p *bool
 	}{{"manual", &p.Manual}, {"session", &p.Session}, {"terminal", &p.Terminal}} {
 		if *f.p, err = o.Boolean(f.k, false, ""); err != nil {
+			return p, err
+		}
+	}
+	if on, present, err := o.Object("on", false, ""); err != nil {
+		return p, err
+	} else if present {
+		if p.On, err = readOn(on); err != nil {
 			return p, err
 		}
 	}
@@ -702,6 +710,17 @@ func (p *RunProcess) validate(field string) error {
 	}
 	if err := messages.CheckBranches(f("checkins"), p.Checkins); err != nil {
 		return err
+	}
+	if p.On != nil {
+		if err := p.On.validate(f("on")); err != nil {
+			return err
+		}
+		switch {
+		case p.Manual:
+			return strictjson.FieldErr(f("on"), strictjson.ErrInvalid, "is given with manual true; a run starts on events or by a person, not both")
+		case p.Session:
+			return strictjson.FieldErr(f("on"), strictjson.ErrInvalid, "is given with session true; each firing of a trigger runs to completion")
+		}
 	}
 	if p.Deliveries != "" && p.Deliveries != deliveriesFeed && p.Deliveries != DeliveriesStart {
 		return strictjson.FieldErr(f("deliveries"), strictjson.ErrInvalid, fmt.Sprintf("%s is neither feed nor start", strictjson.QuoteShort(p.Deliveries)))

@@ -325,7 +325,7 @@ func TestMessageRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded} {
+	for _, kind := range []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded, MsgFired} {
 		t.Run(string(kind), func(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) {
 				m := genMessage(kind).Draw(rt, "message")

@@ -13,7 +13,7 @@ import (
 // TestSchemaKeysMatchGo fails when a message schema names a key the Go type
 // never writes, or the Go type writes a key its schema does not name.
 func TestSchemaKeysMatchGo(t *testing.T) {
-	for _, kind := range []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded} {
+	for _, kind := range []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded, MsgFired} {
 		t.Run("message_"+string(kind), func(t *testing.T) {
 			file := design.MessageSchemaFile(string(kind))
 			written := map[string]bool{}
@@ -49,7 +49,7 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 // run.schema.json and run-* to this one).
 func TestSchemaFilesAreKnown(t *testing.T) {
 	known := map[string]bool{}
-	for _, k := range []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded} {
+	for _, k := range []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded, MsgFired} {
 		known[design.MessageSchemaFile(string(k))] = true
 	}
 	s, err := validate.Load()

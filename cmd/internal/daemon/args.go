@@ -12,6 +12,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/actors/hookwatch"
+	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // defaultHookWatch is the longest time between two looks at a repository
@@ -69,7 +70,15 @@ type options struct {
 	// after a comma.
 	ReexecDelay   time.Duration
 	ReexecDelayAt string
+	// TriggerClock, when set, is the clock the triggers' schedules read
+	// (D101), a faster one for the integration tests; it comes from the
+	// environment (envTriggerClock) alone.
+	TriggerClock *unixhost.FastClock
 }
+
+// envTriggerClock names the environment variable that sets TriggerClock:
+// "AT@FROM*RATE" (unixhost.ParseFastClock). It is for tests only.
+const envTriggerClock = "OCXD_TEST_TRIGGER_CLOCK"
 
 // envReexecDelay names the environment variable that sets ReexecDelay, a
 // duration such as "3s", for every point of the window, or "3s@exec" for
@@ -80,6 +89,13 @@ const envReexecDelay = "OCXD_TEST_REEXEC_DELAY"
 // ParseEnv reads what the environment sets, through getenv: a value it
 // cannot read is a bad command line, named.
 func (o *options) ParseEnv(getenv func(string) string) error {
+	if v := getenv(envTriggerClock); v != "" {
+		c, err := unixhost.ParseFastClock(v)
+		if err != nil {
+			return &usageError{msg: fmt.Sprintf("%s: %v", envTriggerClock, err)}
+		}
+		o.TriggerClock = &c
+	}
 	v := getenv(envReexecDelay)
 	if v == "" {
 		return nil

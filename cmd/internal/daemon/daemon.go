@@ -492,8 +492,20 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.RunSupport, forgetSpawned: d.reaper.ForgetSpawned})
 	d.runs = runengine.New(runengine.Deps{Config: d.cfg, Layout: d.layout, Root: d.root, Repos: repos,
 		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.RunSupport,
-		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.IsFresh(d.cfg), Delay: d.testDelay})
+		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.IsFresh(d.cfg), Delay: d.testDelay,
+		Clock: d.triggerClock()})
+	d.records.kickTriggers = d.runs.KickTriggers
 	return limits, nil
+}
+
+// triggerClock is the clock the triggers' schedules read: the system's,
+// or the tests' faster one (OCXD_TEST_TRIGGER_CLOCK, D101).
+func (d *instance) triggerClock() host.Clock {
+	if c := d.opts.TriggerClock; c != nil {
+		d.log.Info("the triggers read a test clock", slog.Time("at", c.Now()), slog.Float64("rate", c.Rate))
+		return *c
+	}
+	return unixhost.Clock{}
 }
 
 // openPipe opens the daemon's pipe: made if missing (0600), or the one the

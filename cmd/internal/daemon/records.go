@@ -48,6 +48,9 @@ type records struct {
 	scan func(context.Context, messages.WorkspaceKey) ([]protocol.ProcInfo, error)
 	// runs reads seed 004's runs on the record.
 	runs *runengine.Record
+	// kickTriggers asks the run engine for a pass over a repository's
+	// triggers (D101); set once the engine is made.
+	kickTriggers func(repository string)
 	// forgetSpawned removes a session's spawned record once its end note
 	// is on the record (D76); nil forgets nothing.
 	forgetSpawned func(messages.WorkspaceKey, string) error
@@ -119,6 +122,10 @@ func (r *records) Classify(ctx context.Context, repository, hash string) (actors
 		// run engine for their deliveries once the artifact's own event
 		// is routed (seed 004, section 9).
 		c.Arrival = true
+		// What may fire the node's triggers, or end one (D101).
+		if kick := r.kickTriggers; kick != nil {
+			kick(repository)
+		}
 	}
 	return c, err
 }

@@ -58,6 +58,19 @@ type Engine struct {
 	runs map[string]*engineRun
 	// deliverMu orders the sessions' deliveries (rundeliver.go).
 	deliverMu sync.Mutex
+	// trigMu orders the triggers' passes (runtrigger.go, D101); trig is
+	// their core, trigTimer the next schedule's timer.
+	trigMu sync.Mutex
+	trig   *actors.TriggerCore
+	// trigKick wakes the passes' worker (KickTriggers), trigPending
+	// the repositories it is to read; trigDone waits for it at Close.
+	trigOnce    sync.Once
+	trigKick    chan struct{}
+	trigPendMu  sync.Mutex
+	trigPending map[string]bool
+	trigDone    sync.WaitGroup
+	trigTimer   func() bool
+	clock       host.Clock
 	// bg runs the backoffice beside a launch.
 	bg *fossilio.Beside
 	// fresh says whether a project's record is fresh: on another host,
@@ -102,6 +115,9 @@ type Deps struct {
 	// Fresh, when set, says whether a project's record is fresh enough to
 	// find runs lost on (D72); nil: every record is.
 	Fresh func(project string) bool
+	// Clock is what the triggers' schedules read (D101); nil: the
+	// system's.
+	Clock host.Clock
 	// Delay, when set, is the integration tests' widening of a window at
 	// a named point (the daemon's OCXD_TEST_REEXEC_DELAY; "runs-found":
 	// the runs restored, adopted, not yet handed to the node).
@@ -137,12 +153,15 @@ type runProc struct {
 
 // New is the run engine of d.
 func New(d Deps) *Engine {
+	if d.Clock == nil {
+		d.Clock = unixhost.Clock{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{cfg: d.Config, layout: d.Layout, root: d.Root, repos: d.Repos, fossil: d.Fossil,
 		record:    NewRecord(d.Config, d.Layout, d.Repos, d.Support, d.Log),
 		writeNote: d.WriteNote, signal: d.Signal, support: d.Support, release: d.Release, releaseRoot: d.ReleaseRoot,
 		send: d.Send, log: d.Log, bg: fossilio.NewBeside(d.Log), now: time.Now, ctx: ctx, cancel: cancel,
-		runs: map[string]*engineRun{}, fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}, testDelay: d.Delay}
+		runs: map[string]*engineRun{}, trig: actors.NewTriggerCore(), clock: d.Clock, fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}, testDelay: d.Delay}
 }
 
 // delay is the tests' widening at point (Deps.Delay); nothing in use.
@@ -155,6 +174,12 @@ func (e *Engine) delay(point string) {
 // Close ends the watches of processes found at start; the processes live on.
 func (e *Engine) Close() {
 	e.cancel()
+	e.trigMu.Lock()
+	if e.trigTimer != nil {
+		e.trigTimer()
+	}
+	e.trigMu.Unlock()
+	e.trigDone.Wait()
 	e.bg.Wait()
 }
 
@@ -757,6 +782,8 @@ func (e *Engine) Boot(ctx context.Context, tell func([]protocol.RunActorState)) 
 		e.log.Info("the runs in care of a project served from another host are found once its clone is pulled", slog.String("project", name))
 	}
 	e.keep(d, found, func() { tell(d.Restore) })
+	// The triggers fire what they missed while no daemon ran (D101).
+	e.KickTriggers("")
 	return nil
 }
 
@@ -816,6 +843,7 @@ func (e *Engine) Fresh(ctx context.Context, project string) {
 		e.log.Info("the runs in care of a project are found on its fresh clone", slog.String("project", project), slog.Int("runs", len(d.Restore)))
 		e.send(protocol.RunsFound{Project: project, Runs: d.Restore})
 	})
+	e.KickTriggers("")
 }
 
 // keep carries out the boot's decision on the host: each run restored

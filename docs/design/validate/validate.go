@@ -115,7 +115,7 @@ func (s *Schemas) ValidateMessage(doc []byte) error {
 		return fmt.Errorf("validate message: %w", err)
 	}
 	kind, ok := head.Kind.(string)
-	if !ok || (kind != "run" && kind != "stop" && kind != "started" && kind != "ended") {
+	if !ok || (kind != "run" && kind != "stop" && kind != "started" && kind != "ended" && kind != "fired") {
 		return fmt.Errorf("validate message: \"kind\" is %v, not a run engine kind", head.Kind)
 	}
 	return s.Validate(design.MessageSchemaFile(kind), doc)
