@@ -340,7 +340,7 @@ func logsGoroutines(s *signalled) {
 		}
 		return at >= 0
 	})
-	for _, want := range []string{"goroutine 1 [", "daemon.Run(", "daemon.(*inputs).start"} {
+	for _, want := range []string{"goroutine 1 [", "daemon.run(", "daemon.(*inputs).start"} {
 		if !strings.Contains(dump.Stacks, want) {
 			s.t.Errorf("the goroutine dump lacks %q:\n%s", want, clipLines(dump.Stacks, 40))
 		}

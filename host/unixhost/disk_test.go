@@ -123,7 +123,7 @@ func TestDiskLifecycle(t *testing.T) {
 		}
 		s, err := diskOf(image)
 		if err != nil || s.Loop == "" || len(s.Mounts) != 1 || s.Mounts[0] != ws || s.Size != 32<<20 {
-			t.Fatalf("DiskOf: %+v %v", s, err)
+			t.Fatalf("diskOf: %+v %v", s, err)
 		}
 		if err := MountDisk(ctx, image, ws); err != nil {
 			t.Errorf("mounting a disk mounted there already: %v", err)

@@ -324,7 +324,7 @@ func TestOwnCommand(t *testing.T) {
 		{``, "/srv/agents", false},
 	} {
 		if got := ownCommand(c.command, c.agents); got != c.want {
-			t.Errorf("OwnCommand(%q, %q) = %v, want %v", c.command, c.agents, got, c.want)
+			t.Errorf("ownCommand(%q, %q) = %v, want %v", c.command, c.agents, got, c.want)
 		}
 	}
 }
