@@ -150,22 +150,22 @@ func (s *Set) Observe(e protocol.DaemonEffect, result protocol.DaemonMessage) {
 	switch e := e.(type) {
 	case protocol.SpawnSession:
 		if r, ok := result.(protocol.SessionSpawned); ok && r.Err == nil {
-			s.Launched()
+			s.launches.Inc()
 		}
 	case protocol.WriteRefusal:
 		if r, ok := result.(protocol.RefusalWritten); ok && r.Err == nil {
-			s.Refused(e.Why)
+			s.refusals.WithLabelValues(e.Why).Inc()
 		}
 	case protocol.WriteEnd:
 		if r, ok := result.(protocol.EndWritten); ok && r.Err == nil {
-			s.Ended(string(e.End.Status))
+			s.ends.WithLabelValues(string(e.End.Status)).Inc()
 			if e.End.Budget != "" {
-				s.BudgetEnded(e.End.Budget)
+				s.budgetEnds.WithLabelValues(e.End.Budget).Inc()
 			}
 		}
 	case protocol.RunWriteEnded:
 		if r, ok := result.(protocol.RunEndedWritten); ok && r.Err == nil {
-			s.RunEnded(string(e.Outcome))
+			s.runEnds.WithLabelValues(string(e.Outcome)).Inc()
 		}
 	}
 }
@@ -179,41 +179,6 @@ func (s *Set) PullsOf(projects []string) {
 	for _, p := range projects {
 		s.pulls.WithLabelValues(p, "ok")
 		s.pulls.WithLabelValues(p, "failed")
-	}
-}
-
-// Launched counts a session started for a launch note.
-func (s *Set) Launched() {
-	if s != nil {
-		s.launches.Inc()
-	}
-}
-
-// Refused counts a launch note refused, reason one of the Refused words.
-func (s *Set) Refused(reason string) {
-	if s != nil {
-		s.refusals.WithLabelValues(reason).Inc()
-	}
-}
-
-// Ended counts a session's process ended, outcome its end note's status.
-func (s *Set) Ended(outcome string) {
-	if s != nil {
-		s.ends.WithLabelValues(outcome).Inc()
-	}
-}
-
-// BudgetEnded counts a session ended because its limit was spent.
-func (s *Set) BudgetEnded(limit string) {
-	if s != nil {
-		s.budgetEnds.WithLabelValues(limit).Inc()
-	}
-}
-
-// RunEnded counts a run this node ended, outcome table 12's.
-func (s *Set) RunEnded(outcome string) {
-	if s != nil {
-		s.runEnds.WithLabelValues(outcome).Inc()
 	}
 }
 

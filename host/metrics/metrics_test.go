@@ -179,8 +179,6 @@ func TestPullsOfCountFromZero(t *testing.T) {
 
 func TestNilSetCountsNothing(t *testing.T) {
 	var s *Set
-	s.Launched()
-	s.Refused(protocol.RefusedBusy)
 	s.Observe(protocol.SpawnSession{}, protocol.SessionSpawned{})
 	s.HookTook(time.Second)
 	s.Pulled("demo", time.Second, false)

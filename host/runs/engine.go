@@ -204,23 +204,30 @@ func KeptLogsText(hash string, proc int, exit string, streams []KeptStream) stri
 	var b strings.Builder
 	fmt.Fprintf(&b, "The kept logs of run %s, process %d.\n", fossilio.Short(hash), proc)
 	for _, s := range streams {
-		end := string(s.End)
-		fence := "```"
-		for strings.Contains(end, fence) {
-			fence += "`"
-		}
-		b.WriteString("\n")
-		if s.Total > int64(len(s.End)) {
-			fmt.Fprintf(&b, "The last %d of %d bytes:\n\n", len(s.End), s.Total)
-		}
-		b.WriteString(fence + s.Name + "\n" + end)
-		if !strings.HasSuffix(end, "\n") {
-			b.WriteString("\n")
-		}
-		b.WriteString(fence + "\n")
+		writeFenced(&b, s.Name, s.End, s.Total)
 	}
 	fmt.Fprintf(&b, "\nIts exit: %s.\n", exit)
 	return b.String()
+}
+
+// writeFenced writes a stream's end, of total bytes, in a fenced block
+// headed by name, its fence longer than any run of backticks in it, and
+// says first when it is only the end.
+func writeFenced(b *strings.Builder, name string, end []byte, total int64) {
+	text := string(end)
+	fence := "```"
+	for strings.Contains(text, fence) {
+		fence += "`"
+	}
+	b.WriteString("\n")
+	if total > int64(len(end)) {
+		fmt.Fprintf(b, "The last %d of %d bytes:\n\n", len(end), total)
+	}
+	b.WriteString(fence + name + "\n" + text)
+	if !strings.HasSuffix(text, "\n") {
+		b.WriteString("\n")
+	}
+	b.WriteString(fence + "\n")
 }
 
 // StepLogText is the reply holding what a command step printed (D99), as
@@ -240,20 +247,7 @@ func StepLogText(hash string, s StepLog) string {
 	if s.Total == 0 {
 		b.WriteString("\nIt printed nothing.\n")
 	} else {
-		end := string(s.End)
-		fence := "```"
-		for strings.Contains(end, fence) {
-			fence += "`"
-		}
-		b.WriteString("\n")
-		if s.Total > int64(len(s.End)) {
-			fmt.Fprintf(&b, "The last %d of %d bytes:\n\n", len(s.End), s.Total)
-		}
-		b.WriteString(fence + "output\n" + end)
-		if !strings.HasSuffix(end, "\n") {
-			b.WriteString("\n")
-		}
-		b.WriteString(fence + "\n")
+		writeFenced(&b, "output", s.End, s.Total)
 	}
 	fmt.Fprintf(&b, "\nIts end: %s.\n", s.Exit)
 	return b.String()
