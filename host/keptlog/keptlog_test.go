@@ -244,7 +244,7 @@ func FuzzFilter(f *testing.F) {
 	f.Add([]byte(strings.Repeat("s3cr3t", 50)), "3cr3", "^s", uint8(7), 8)
 	f.Fuzz(func(t *testing.T, in []byte, secret, match string, step uint8, maxLine int) {
 		if len(in) > 1<<16 || strings.ContainsRune(secret, '\n') || maxLine < 0 || maxLine > 1<<12 {
-			t.Skip()
+			return // not an input the filter takes: none to check
 		}
 		masks := []string{secret, secret[:len(secret)/2], secret[len(secret)/2:]}
 		if _, err := regexp.Compile(match); err != nil {
